@@ -1,0 +1,48 @@
+"""Plots of signals written to PNG/SVG with pyqtgraph, with or without a screen."""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+
+def qt_app():
+    """The process's QApplication; offscreen when there is no display."""
+    if not os.environ.get("DISPLAY") and not os.environ.get("WAYLAND_DISPLAY"):
+        os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+    from PySide6.QtWidgets import QApplication
+    return QApplication.instance() or QApplication([])
+
+
+def signal_plot(series: list[tuple[str, np.ndarray, str]], title: str, *, width: int = 1400, height: int = 500):
+    """A pyqtgraph PlotWidget showing each (label, y, colour), peak-downsampled and clipped to view."""
+    qt_app()
+    import pyqtgraph as pg
+    pg.setConfigOptions(antialias=False, background="w", foreground="k")
+    w = pg.PlotWidget(title=title)
+    w.resize(width, height)
+    w.addLegend()
+    w.showGrid(x=True, y=True, alpha=0.3)
+    for label, y, colour in series:
+        item = w.plot(np.asarray(y, dtype=np.float32), name=label, pen=pg.mkPen(colour, width=1))
+        item.setDownsampling(auto=True, method="peak")
+        item.setClipToView(True)
+    return w
+
+
+def export_plot(widget, path: str) -> None:
+    """PNG or SVG by extension, written crash-safely."""
+    import tempfile
+
+    import pyqtgraph.exporters as ex
+
+    from ..engine.atomic import write_bytes
+    svg = path.lower().endswith(".svg")
+    exporter = (ex.SVGExporter if svg else ex.ImageExporter)(widget.plotItem)
+    if not svg:
+        exporter.parameters()["width"] = widget.width()
+    with tempfile.TemporaryDirectory() as d:
+        tmp = os.path.join(d, "plot" + (".svg" if svg else ".png"))
+        exporter.export(tmp)
+        with open(tmp, "rb") as f:
+            write_bytes(path, f.read())

@@ -1,0 +1,302 @@
+"""`scellis`: the headless front end. Exit 0 ok, 1 check failed, 2 usage or input error."""
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from .engine.errors import StudioError
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+def _console():
+    from rich.console import Console
+    return Console(highlight=False, width=None if sys.stdout.isatty() else 200)
+
+
+def _catalog(args):
+    from .engine.catalog import Catalog
+    return Catalog.default([Path(p) for p in getattr(args, "ops_path", None) or []])
+
+
+def _param(text: str) -> tuple[str, int | float]:
+    name, sep, value = text.partition("=")
+    if not sep or not name:
+        raise StudioError(f"--param {text!r} is not NAME=VALUE", field="--param", hint="e.g. --param w=7")
+    try:
+        return name, int(value)
+    except ValueError:
+        try:
+            return name, float(value)
+        except ValueError:
+            raise StudioError(f"--param {name}: {value!r} is not a number", field="--param") from None
+
+
+def load_array(path: str) -> np.ndarray:
+    p = Path(path)
+    if not p.is_file():
+        raise StudioError(f"no such file: {path}", file=path, hint="give a .npy or .csv file")
+    try:
+        if p.suffix == ".csv":
+            return np.loadtxt(p, delimiter=",", dtype=np.float32, ndmin=1)
+        return np.load(p, allow_pickle=False)
+    except ValueError as e:
+        raise StudioError(f"cannot read array: {e}", file=path, hint="a .npy saved by numpy, or numbers in a .csv") from None
+
+
+def save_array(path: str, arr: np.ndarray) -> None:
+    from .engine.atomic import write_bytes
+    if path.endswith(".csv"):
+        buf = io.StringIO()
+        np.savetxt(buf, np.asarray(arr).reshape(len(arr), -1) if np.ndim(arr) else np.asarray([arr]),
+                   delimiter=",", fmt="%.9g")
+        write_bytes(path, buf.getvalue().encode())
+    else:
+        buf = io.BytesIO()
+        np.save(buf, arr, allow_pickle=False)
+        write_bytes(path, buf.getvalue())
+
+
+# ------------------------------------------------------------------ commands
+
+def cmd_ops_list(args) -> int:
+    from rich.markup import escape
+    from rich.table import Table
+    cat = _catalog(args)
+    ops = cat.list()
+    if args.json:
+        print(json.dumps([{"id": p.id, "hash": p.hash, "summary": p.contract.summary,
+                           "tolerance": str(p.contract.tolerance), "category": p.contract.tolerance.category,
+                           "source": "builtin" if p.contract.id.namespace == "core" else "user",
+                           "path": str(p.root)} for p in ops], indent=2))
+    else:
+        t = Table("op", "tolerance", "category", "backward", "hash", "summary", box=None)
+        for p in ops:
+            c = p.contract
+            t.add_row(*(escape(v) for v in (p.id, str(c.tolerance), c.tolerance.category, c.backward.kind, p.hash[:12], c.summary)))
+        _console().print(t)
+    for e in cat.problems:
+        print(f"warning: skipped a package: {e.format()}", file=sys.stderr)
+    return EXIT_OK
+
+
+def cmd_ops_show(args) -> int:
+    p = _catalog(args).resolve(args.id)
+    c = p.contract
+    info = {"id": p.id, "hash": p.hash, "path": str(p.root), "summary": c.summary, "license": c.license,
+            "visibility": c.visibility, "source": "builtin" if c.id.namespace == "core" else "user",
+            "signature": c.signature.text, "shape_class": c.signature.shape_class,
+            "tolerance": str(c.tolerance), "category": c.tolerance.category,
+            "justification": c.tolerance.justification, "precision": c.precision,
+            "backward": c.backward.text.strip(), "subgradient": c.subgradient,
+            "bindings": c.bindings.text.strip(), "parts": p.part_hashes()}
+    if args.json:
+        print(json.dumps(info, indent=2))
+    else:
+        con = _console()
+        for k, v in info.items():
+            if isinstance(v, dict):
+                v = "\n".join(f"{a}: {b}" for a, b in v.items())
+            if isinstance(v, str) and "\n" in v:
+                con.print(f"[bold]{k}[/bold]:")
+                for line in v.splitlines():
+                    con.print(f"    {line}", markup=False)
+            else:
+                con.print(f"[bold]{k}[/bold]: ", end="")
+                con.print(str(v), markup=False)
+    return EXIT_OK
+
+
+def cmd_check(args) -> int:
+    from .engine.checker import check_package
+    pkg = _catalog(args).resolve(args.target)
+    rep = check_package(pkg)
+    if args.json:
+        print(json.dumps(rep.to_json(), indent=2))
+        return EXIT_OK if rep.ok else EXIT_FAILED
+    print(f"check  {rep.op}  ({rep.hash[:16]})")
+    for s in rep.passed:
+        print(f"  ok    {s}")
+    for e in rep.errors:
+        print("  FAIL  " + e.format().replace("\n", "\n        "))
+    print("verdict: " + ("pass" if rep.ok else f"FAIL ({len(rep.errors)} error(s))"))
+    return EXIT_OK if rep.ok else EXIT_FAILED
+
+
+def cmd_run(args) -> int:
+    from .engine.execution import run_op
+    pkg = _catalog(args).resolve(args.id)
+    sig = pkg.contract.signature
+    params = dict(_param(p) for p in args.param or [])
+    inputs = {}
+    for k, spec in enumerate(args.input or []):
+        name, sep, path = spec.partition("=")
+        if not sep:
+            if k >= len(sig.inputs):
+                raise StudioError(f"{pkg.id} takes {len(sig.inputs)} input(s); got more", field="--input")
+            name, path = sig.inputs[k].name, spec
+        inputs[name] = load_array(path)
+    missing = [t.name for t in sig.inputs if t.name not in inputs]
+    if missing:
+        raise StudioError(f"{pkg.id} needs input(s) {', '.join(missing)}", field="--input",
+                          hint="--input NAME=FILE.npy (or .csv), once per input")
+    _warn_unproven(pkg)
+    outs = run_op(pkg, inputs, params, budget_bytes=args.budget)
+    if args.out:
+        targets = dict(o.partition("=")[::2] if "=" in o else (sig.outputs[i].name, o) for i, o in enumerate(args.out))
+        for name, path in targets.items():
+            if name not in outs:
+                raise StudioError(f"{pkg.id} has no output '{name}'", field="--out")
+            save_array(path, outs[name])
+            print(f"wrote {path}  ({name}: {outs[name].shape} {outs[name].dtype})")
+    else:
+        for name, a in outs.items():
+            print(f"{name}: shape {a.shape} {a.dtype}  {np.array2string(a.reshape(-1)[:8], precision=6)}"
+                  + (" ..." if a.size > 8 else ""))
+    return EXIT_OK
+
+
+def _warn_unproven(pkg) -> None:
+    """Runs are never gated on a receipt; an unproven kernel only earns a warning."""
+    try:
+        from .engine.receipt import local_status
+    except ImportError:
+        return
+    status = local_status(pkg)
+    if status != "valid":
+        print(f"warning: {pkg.id} has no valid conformance receipt on this GPU profile ({status}); "
+              f"running anyway — `scellis conform {pkg.id}` proves it", file=sys.stderr)
+
+
+def cmd_demo(args) -> int:
+    from .engine.demo import spike_removal
+    r = spike_removal(n=args.n, w=args.w, seed=args.seed)
+    x, y, w = r["x"], r["y"], r["w"]
+    for pkg in r["ops"]:
+        print(f"op    {pkg.id}  hash {pkg.hash[:16]}")
+    spikes = int(np.sum(np.abs(x[w // 2: len(x) - w // 2] - y) > 2.0))
+    print(f"ran   n = {len(x)}, w = {w}: source {r['seconds'][0] * 1e3:.0f} ms, median {r['seconds'][1] * 1e3:.0f} ms")
+    print(f"saw   {spikes} samples where the median departs from the input by > 2 (the removed spikes)")
+    from .app.plot_export import export_plot, signal_plot
+    shown = slice(0, min(len(y), 4000))
+    plot = signal_plot([("input (spiky)", x[w // 2:][shown], "#9aa5b1"), (f"windowed median, w = {w}", y[shown], "#d1495b")],
+                       f"spike removal: first {shown.stop} of {len(x)} samples")
+    export_plot(plot, args.out)
+    print(f"wrote {args.out}")
+    return EXIT_OK
+
+
+def cmd_conform(args) -> int:
+    from .engine.conformance import conform, report_lines
+    from .engine.receipt import make_receipt, write_receipt
+    pkg = _catalog(args).resolve(args.target)
+    if args.json or not sys.stderr.isatty():
+        rep = conform(pkg, seed=args.seed, large=args.large, only_case=args.case)
+    else:
+        from rich.progress import Progress
+        with Progress(transient=True) as bar:
+            task = bar.add_task(f"conformance {pkg.id}", total=None)
+            rep = conform(pkg, seed=args.seed, large=args.large, only_case=args.case,
+                          progress=lambda done, total: bar.update(task, completed=done, total=total))
+    out = rep.to_json()
+    if args.case is None and not args.no_receipt:
+        path = write_receipt(pkg, make_receipt(pkg, rep))
+        out["receipt"] = str(path)
+    if args.json:
+        print(json.dumps(out, indent=2))
+    else:
+        print("\n".join(report_lines(rep)))
+        if "receipt" in out:
+            print(f"  receipt   : {out['receipt']}")
+    return EXIT_OK if rep.ok else EXIT_FAILED
+
+
+def cmd_receipts(args) -> int:
+    from .engine.device import get_device
+    from .engine.receipt import receipts, verify_receipt
+    pkg = _catalog(args).resolve(args.target)
+    here = get_device().profile.id
+    found = receipts(pkg)
+    if not found:
+        print(f"{pkg.id}: no receipts (run `scellis conform {pkg.id}`)")
+        return EXIT_FAILED
+    ok = False
+    for path, r in found:
+        v = verify_receipt(pkg, r, here) if r is not None else None
+        status = v.status if v else "malformed"
+        ok |= status == "valid"
+        print(f"{status:9s} {path}" + ("".join(f"\n          - {p}" for p in v.problems) if v else ""))
+    return EXIT_OK if ok else EXIT_FAILED
+
+
+def cmd_profile(args) -> int:
+    from .engine.device import get_device
+    print(json.dumps(get_device().profile.to_json(), indent=2))
+    return EXIT_OK
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="scellis", description="Author GPU compute ops as content and prove them right.")
+    ap.add_argument("--ops-path", action="append", metavar="DIR", help="extra folder of op packages")
+    sub = ap.add_subparsers(dest="command", required=True)
+    ops = sub.add_parser("ops", help="the catalog").add_subparsers(dest="ops_command", required=True)
+    p = ops.add_parser("list", help="list every op, builtin and user alike")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(fn=cmd_ops_list)
+    p = ops.add_parser("show", help="show one op's contract")
+    p.add_argument("id")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(fn=cmd_ops_show)
+    p = sub.add_parser("check", help="the checker's static report for a package path or op id")
+    p.add_argument("target")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(fn=cmd_check)
+    p = sub.add_parser("run", help="run an op on the device")
+    p.add_argument("id")
+    p.add_argument("--param", action="append", metavar="NAME=VALUE")
+    p.add_argument("--input", action="append", metavar="[NAME=]FILE")
+    p.add_argument("--out", action="append", metavar="[NAME=]FILE")
+    p.add_argument("--budget", type=int, metavar="BYTES", help="refuse runs needing more memory")
+    p.set_defaults(fn=cmd_run)
+    p = sub.add_parser("demo", help="headless demo: spike removal on a synthetic signal, plot to PNG")
+    p.add_argument("--out", default="scellis-demo.png")
+    p.add_argument("--n", type=int, default=1_000_000)
+    p.add_argument("--w", type=int, default=7)
+    p.add_argument("--seed", type=int, default=1)
+    p.set_defaults(fn=cmd_demo)
+    p = sub.add_parser("conform", help="run the engine's conformance corpus; writes a receipt")
+    p.add_argument("target", metavar="PATH|ID")
+    p.add_argument("--large", action="store_true", help="add the >= 1e6-element case")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--case", type=int, help="run only this case of the corpus (to reproduce a failure)")
+    p.add_argument("--no-receipt", action="store_true", help="do not write a receipt")
+    p.set_defaults(fn=cmd_conform)
+    p = sub.add_parser("receipts", help="verify an op's receipts against its content and this GPU profile")
+    p.add_argument("target", metavar="PATH|ID")
+    p.set_defaults(fn=cmd_receipts)
+    p = sub.add_parser("profile", help="print this machine's GPU profile")
+    p.set_defaults(fn=cmd_profile)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = build_parser()
+    args = ap.parse_args(argv)
+    try:
+        return args.fn(args)
+    except StudioError as e:
+        print("error: " + e.format(), file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

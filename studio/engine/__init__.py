@@ -1,0 +1,1 @@
+"""The headless engine. Nothing below this package may import Qt."""

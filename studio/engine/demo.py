@@ -1,0 +1,23 @@
+"""The story's main job, headless: a spiky signal through the windowed median on the device."""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from .catalog import Catalog
+from .execution import run_op
+
+SIGNAL = "core/signal/spiky_signal@1"
+MEDIAN = "user/demo/windowed_median@1"
+
+
+def spike_removal(n: int = 1_000_000, w: int = 7, seed: int = 1, catalog: Catalog | None = None) -> dict:
+    cat = catalog or Catalog.default()
+    source, median = cat.resolve(SIGNAL), cat.resolve(MEDIAN)
+    t0 = time.perf_counter()
+    x = run_op(source, {}, {"n": n, "seed": seed})["y"]
+    t1 = time.perf_counter()
+    y = run_op(median, {"x": x}, {"w": w})["y"]
+    t2 = time.perf_counter()
+    return {"x": x, "y": y, "w": w, "ops": [source, median], "seconds": (t1 - t0, t2 - t1)}

@@ -1,0 +1,55 @@
+"""The one error type users see: where (file, line, column or field), what, and what to do."""
+from __future__ import annotations
+
+
+class StudioError(Exception):
+    """A user-facing error. Never shown as a traceback.
+
+    file/line/col locate the problem in the user's text (1-based); field names a
+    manifest field when there is no text position; hint says what to do.
+    """
+
+    def __init__(self, message: str, *, file: str | None = None, line: int | None = None,
+                 col: int | None = None, field: str | None = None, hint: str | None = None,
+                 related: list["StudioError"] | None = None):
+        super().__init__(message)
+        self.message = message
+        self.file = file
+        self.line = line
+        self.col = col
+        self.field = field
+        self.hint = hint
+        self.related = list(related or [])
+
+    def where(self) -> str:
+        parts = [self.file or "<input>"]
+        if self.line is not None:
+            parts.append(str(self.line))
+            if self.col is not None:
+                parts.append(str(self.col))
+        loc = ":".join(parts)
+        if self.field:
+            loc += f" [{self.field}]"
+        return loc
+
+    def format(self) -> str:
+        out = [f"{self.where()}: {self.message}"]
+        for r in self.related:
+            out.append(f"  {r.where()}: {r.message}")
+        if self.hint:
+            out.append(f"  hint: {self.hint}")
+        return "\n".join(out)
+
+    def __str__(self) -> str:  # keeps str(e) informative in logs and tests
+        return self.format()
+
+    def shifted(self, file: str | None = None, line: int = 1, col: int = 1) -> "StudioError":
+        """Re-anchor a position computed inside an embedded text (line/col are 1-based
+        offsets of the text's first character in the enclosing file)."""
+        if self.line is not None:
+            if self.line == 1 and self.col is not None:
+                self.col += col - 1
+            self.line += line - 1
+        if file is not None:
+            self.file = file
+        return self

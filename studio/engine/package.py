@@ -1,0 +1,131 @@
+"""Op packages on disk: a folder with op.toml, a reference and kernels; the content hash."""
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from .contract import Contract, build_contract
+from .errors import StudioError
+from .manifest import read_manifest
+
+MANIFEST = "op.toml"
+MAX_FILE_BYTES = 1 << 20          # a kernel or reference over 1 MiB is refused
+MAX_FILES = 64
+EXCLUDED_DIRS = {"receipts", "__pycache__"}
+
+
+def _package_files(root: Path) -> list[Path]:
+    """Every regular file that is part of the content (receipts are *about* the content)."""
+    files = []
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        dirnames[:] = sorted(d for d in dirnames if d not in EXCLUDED_DIRS and not d.startswith("."))
+        for name in sorted(filenames):
+            if name.startswith(".") or name.endswith((".pyc", "~")):
+                continue
+            files.append(Path(dirpath) / name)
+    return files
+
+
+def _read_inside(root: Path, rel: str, field: str, manifest_file: str) -> bytes:
+    p = root / rel
+    try:
+        real = p.resolve(strict=True)
+    except (FileNotFoundError, OSError):
+        raise StudioError(f"{field} names '{rel}', which does not exist in the package",
+                          file=manifest_file, field=field, hint=f"create {p} or fix the file name") from None
+    if not real.is_relative_to(root.resolve()):
+        raise StudioError(f"{field} '{rel}' leads outside the package folder", file=manifest_file, field=field,
+                          hint="keep every file of the op inside its package folder (no symlinks out)")
+    if not real.is_file():
+        raise StudioError(f"{field} '{rel}' is not a regular file", file=manifest_file, field=field)
+    size = real.stat().st_size
+    if size > MAX_FILE_BYTES:
+        raise StudioError(f"{field} '{rel}' is {size} bytes (limit {MAX_FILE_BYTES})", file=str(p), field=field)
+    return real.read_bytes()
+
+
+def _text(raw: bytes, file: str) -> str:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise StudioError(f"not UTF-8 (byte {e.start})", file=file, hint="save the file as UTF-8") from None
+
+
+def content_hash(files: dict[str, bytes]) -> str:
+    """sha256 over (path, bytes) pairs in sorted posix-path order: stable across machines and
+    directory listing order; any byte of any file changes it."""
+    h = hashlib.sha256(b"scellis-op-package/1\0")
+    for rel in sorted(files):
+        data = files[rel]
+        h.update(rel.encode() + b"\0" + len(data).to_bytes(8, "little") + data)
+    return h.hexdigest()
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+@dataclass
+class OpPackage:
+    root: Path
+    contract: Contract
+    files: dict[str, bytes]          # posix relative path -> bytes, everything hashed
+    reference_source: str
+    kernel_source: str
+    hash: str
+
+    @property
+    def id(self) -> str:
+        return str(self.contract.id)
+
+    @property
+    def manifest_path(self) -> str:
+        return str(self.root / MANIFEST)
+
+    @property
+    def kernel_path(self) -> str:
+        return str(self.root / self.contract.kernel.file)
+
+    @property
+    def reference_path(self) -> str:
+        return str(self.root / self.contract.reference_file)
+
+    def part_hashes(self) -> dict[str, str]:
+        c = self.contract
+        return {"contract": sha256(self.files[MANIFEST]),
+                "reference": sha256(self.files[c.reference_file]),
+                "kernel": sha256(self.files[c.kernel.file]),
+                "package": self.hash}
+
+    def read_text(self, rel: str) -> str:
+        return _text(_read_inside(self.root, rel, rel, self.manifest_path), str(self.root / rel))
+
+
+def load_package(path: str | os.PathLike) -> OpPackage:
+    root = Path(path)
+    if root.is_file() and root.name == MANIFEST:
+        root = root.parent
+    manifest_path = root / MANIFEST
+    if not manifest_path.is_file():
+        raise StudioError(f"no {MANIFEST} in {root}", file=str(root),
+                          hint="an op package is a folder holding op.toml, reference.py and a .wgsl kernel")
+    mfile = str(manifest_path)
+    manifest = read_manifest(_read_inside(root, MANIFEST, "manifest", mfile), mfile)
+    contract = build_contract(manifest)
+    listed = _package_files(root)
+    if len(listed) > MAX_FILES:
+        raise StudioError(f"package holds {len(listed)} files (limit {MAX_FILES})", file=str(root))
+    files: dict[str, bytes] = {}
+    for p in listed:
+        rel = p.relative_to(root).as_posix()
+        files[rel] = _read_inside(root, rel, rel, mfile)
+    ref = _read_inside(root, contract.reference_file, "reference.file", mfile)
+    kern = _read_inside(root, contract.kernel.file, "kernel.file", mfile)
+    files[contract.reference_file] = ref
+    files[contract.kernel.file] = kern
+    return OpPackage(root=root, contract=contract, files=files,
+                     reference_source=_text(ref, str(root / contract.reference_file)),
+                     kernel_source=_text(kern, str(root / contract.kernel.file)),
+                     hash=content_hash(files))
