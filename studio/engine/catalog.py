@@ -1,6 +1,7 @@
 """The catalog: one lookup for builtin and user ops alike."""
 from __future__ import annotations
 
+import difflib
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -73,6 +74,6 @@ class Catalog:
                 return max(versions, key=lambda pkg: pkg.contract.id.version)
         else:
             OpId.parse(ref, field="op id")
-        near = [i for i in ops if ref.split("@")[0].rsplit("/", 1)[-1] in i]
+        near = difflib.get_close_matches(ref, list(ops), n=3, cutoff=0.6)
         raise StudioError(f"no op '{ref}' in the catalog", field="op id",
                           hint=("did you mean " + ", ".join(near[:3]) + "?") if near else "run `scellis ops list`")

@@ -121,7 +121,9 @@ def judge(pkg: OpPackage, case: CorpusCase, result) -> list[CaseFailure]:
         if unwritten.size:
             fails.append(CaseFailure(case, name, "unwritten",
                                      f"{unwritten.size} element(s) never written, first at index {int(unwritten[0])} "
-                                     f"(of {want.size})"))
+                                     f"(of {want.size})",
+                                     # the first unwritten element as a mismatch: expected bits vs the poison
+                                     compare(tol, want, result.outputs[name], magnitude=mags.get(name), terms=terms)))
             continue
         mm = compare(tol, want, result.outputs[name], magnitude=mags.get(name), terms=terms)
         if mm is not None:

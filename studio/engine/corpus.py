@@ -17,6 +17,7 @@ GENERATOR = "scellis-corpus"
 VERSION = 1
 BOUNDARY_SIZES = (63, 64, 65, 255, 256, 257)
 LARGE_SIZE = 1_000_003
+MIN_COMBOS = 4             # the shape sweep runs at least this often (fresh values each time)
 SMALL_DOMAIN = 64          # an integer param with at most this many admissible values is enumerated
 VALUE_KINDS = ("normal", "uniform", "constant", "duplicates", "ascending", "descending", "spikes",
                "signed_zeros", "subnormal", "huge")
@@ -132,8 +133,7 @@ def _values(kind: str, shape: tuple, dtype: str, domain, rng: np.random.Generato
     if domain.kind == "nonneg":
         a = np.abs(a)
     elif domain.kind == "in":
-        lo, hi = _const(domain.lo), _const(domain.hi)
-        a = np.clip(a, lo, hi).astype(np.float32)
+        a = np.clip(a, domain.lo, domain.hi).astype(np.float32)
     return a.reshape(shape)
 
 
@@ -223,8 +223,8 @@ def _primary(sig: Signature) -> tuple[str | None, str | None]:
 def _param_combos(sig, pvals, rng, size_param) -> list[dict]:
     names = [p.name for p in sig.params if p.name != size_param]
     if not names:
-        return [{}]
-    longest = max(len(pvals[n]) for n in names)
+        return [{}] * MIN_COMBOS
+    longest = max(MIN_COMBOS, *(len(pvals[n]) for n in names))
     combos = []
     for i in range(longest):
         combos.append({n: pvals[n][i % len(pvals[n])] for n in names})

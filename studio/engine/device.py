@@ -133,8 +133,8 @@ class Device:
         pipe = self.device.create_compute_pipeline(
             layout=self.device.create_pipeline_layout(bind_group_layouts=layouts),
             compute={"module": module, "entry_point": entry})
-        self._pipelines[key] = (pipe, layouts)
-        return pipe, layouts
+        hit = self._pipelines[key] = (pipe, layouts)
+        return hit
 
 
 _DEVICE: Device | None = None

@@ -18,6 +18,10 @@ from .bindings import Binding, BindingDescriptor
 from .errors import StudioError
 
 WGSL_SCALAR = {"f32": "f32", "i32": "i32", "u32": "u32"}
+_GOT = re.compile(r"expected to be `[^`]+`, but got `([^`]+)`")
+_SPACES = [(re.compile(r"Storage \{ access: StorageAccess\(LOAD \| STORE\) \}"), "storage read_write"),
+           (re.compile(r"Storage \{ access: StorageAccess\(LOAD\) \}"), "storage read"),
+           (re.compile(r"\bUniform\b"), "uniform")]
 _RESOURCE = re.compile(r"ResourceBinding \{ group: (\d+), binding: (\d+) \}")
 
 
@@ -142,7 +146,10 @@ def check_layout(device, kernel: str, desc: BindingDescriptor, *, entry: str, ke
         except StudioError as e:
             want = (f"{b.dtype} elements" if b.kind == "storage"
                     else "fields " + ", ".join(f"{f.name}: {f.dtype}" for f in b.fields))
-            errors.append(problem(b, f"the kernel's variable does not match ({want}): {e.message}", d,
+            got = _GOT.search(e.message)
+            why = (f"the kernel's {'element' if b.kind == 'storage' else 'field'} type is {got.group(1)}" if got
+                   else e.message)
+            errors.append(problem(b, f"the descriptor says {want}; {why}", d,
                                   "make the WGSL variable's name and type agree with the descriptor"))
             continue
         except Exception as e:  # wgpu's validator: slot, address space, access or size
@@ -186,7 +193,11 @@ def _layout_message(text: str, b: Binding) -> str:
         slot = f"@group({m.group(1)}) @binding({m.group(2)})" if m else "another slot"
         detail = cause[-1] if "doesn't match" in cause[-1] or "size" in cause[-1] else ""
         if detail and "doesn't match" in detail:
-            return f"declared @group({b.group}) @binding({b.binding}) {b.kind} {b.access or ''}: {detail}".replace("  ", " ")
+            for pat, word in _SPACES:
+                detail = pat.sub(word, detail)
+            declared, _, kernel = detail.partition(" doesn't match the shader ")
+            declared = declared.replace("Storage class ", "")
+            return f"the descriptor says {declared}, the kernel declares {kernel}"
         if detail:
             return f"struct size disagrees: {detail}"
         return f"the kernel declares it at {slot}, the descriptor at @group({b.group}) @binding({b.binding})"

@@ -65,7 +65,10 @@ def verify_receipt(pkg: OpPackage, receipt: dict, profile_id: str) -> Verificati
         return Verification("malformed", ["not a scellis receipt (schema)"], None)
     try:
         hashes = receipt["hashes"]
-        now = {**load_package(pkg.root).part_hashes()}
+        try:
+            now = load_package(pkg.root).part_hashes()
+        except StudioError as e:
+            return Verification("stale", [f"the package changed and no longer loads: {e.format()}"], receipt)
         for part in ("contract", "reference", "kernel", "package"):
             if hashes.get(part) != now[part]:
                 problems.append(f"{part} hash differs: the {part} changed since the receipt was issued")

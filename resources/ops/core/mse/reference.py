@@ -7,6 +7,11 @@ def forward(a, b):
     return np.array([np.sum(d * d) / a.shape[0]])
 
 
+def magnitude(a, b):
+    """Sum of |terms| for the error bound: each term (a - b)^2 is at most (|a| + |b|)^2."""
+    return np.array([np.sum((np.abs(a) + np.abs(b)) ** 2) / a.shape[0]])
+
+
 def vjp(a, b, dy):
     dy = np.asarray(dy).reshape(-1)
     g = (2.0 / a.shape[0]) * dy[0] * (a - b)

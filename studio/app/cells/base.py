@@ -1,0 +1,117 @@
+"""A notebook cell: a numbered, collapsible frame with a title, a status chip and a body."""
+from __future__ import annotations
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QToolButton, QVBoxLayout, QWidget
+
+CHIP_STYLES = {
+    "ok": ("#1e7b34", "#e3f4e7"),
+    "error": ("#b3261e", "#fbe4e2"),
+    "warn": ("#8a5a00", "#fff2d6"),
+    "busy": ("#1f5fa8", "#e2ecf8"),
+    "idle": ("#555555", "#eeeeee"),
+}
+
+
+def chip_css(kind: str) -> str:
+    fg, bg = CHIP_STYLES.get(kind, CHIP_STYLES["idle"])
+    return (f"QLabel {{ color: {fg}; background: {bg}; border: 1px solid {fg}; border-radius: 8px;"
+            f" padding: 1px 8px; font-size: 11px; }}")
+
+
+class Chip(QLabel):
+    """A small rounded status label (ok / error / warn / busy / idle)."""
+
+    def __init__(self, text: str = "", kind: str = "idle", parent=None):
+        super().__init__(text, parent)
+        self.kind = kind
+        self.set(text, kind)
+
+    def set(self, text: str, kind: str = "idle") -> None:
+        self.kind = kind
+        self.setText(text)
+        self.setStyleSheet(chip_css(kind))
+        self.setVisible(bool(text))
+
+
+class Cell(QFrame):
+    """One step of the authoring journey. Subclasses fill ``self.body``."""
+    toggled = Signal(bool)
+    title = "Cell"
+    key = "cell"
+
+    def __init__(self, number: int, parent=None):
+        super().__init__(parent)
+        self.setObjectName(f"cell_{self.key}")
+        self.setFrameShape(QFrame.Shape.StyledPanel)
+        self.setStyleSheet(f"QFrame#cell_{self.key} {{ background: white; border: 1px solid #d6d6d6;"
+                           " border-radius: 6px; }")
+        outer = QVBoxLayout(self)
+        outer.setContentsMargins(10, 6, 10, 10)
+        head = QHBoxLayout()
+        self.fold = QToolButton()
+        self.fold.setArrowType(Qt.ArrowType.DownArrow)
+        self.fold.setAutoRaise(True)
+        self.fold.clicked.connect(lambda: self.set_expanded(not self.expanded))
+        self.number = QLabel(f"[{number}]")
+        self.number.setStyleSheet("color: #888; font-family: monospace;")
+        self.heading = QLabel(f"<b>{self.title}</b>")
+        self.chip = Chip()
+        head.addWidget(self.fold)
+        head.addWidget(self.number)
+        head.addWidget(self.heading)
+        head.addStretch(1)
+        self.head_extra = QHBoxLayout()
+        head.addLayout(self.head_extra)
+        head.addWidget(self.chip)
+        outer.addLayout(head)
+        self.body = QWidget()
+        self.body_layout = QVBoxLayout(self.body)
+        self.body_layout.setContentsMargins(22, 2, 0, 0)
+        outer.addWidget(self.body)
+        self.expanded = True
+
+    def set_expanded(self, on: bool) -> None:
+        self.expanded = on
+        self.body.setVisible(on)
+        self.fold.setArrowType(Qt.ArrowType.DownArrow if on else Qt.ArrowType.RightArrow)
+        self.toggled.emit(on)
+
+    def set_status(self, text: str, kind: str = "idle") -> None:
+        self.chip.set(text, kind)
+
+
+class InlineMessage(QLabel):
+    """A validation message under a field: the engine's own words, position and hint."""
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.setWordWrap(True)
+        self.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.setVisible(False)
+        self.error = None
+
+    def show_error(self, err) -> None:
+        """``err``: a StudioError or None (clears)."""
+        self.error = err
+        if err is None:
+            self.clear()
+            self.setVisible(False)
+            return
+        where = ""
+        if err.line is not None:
+            where = f"line {err.line}" + (f", col {err.col}" if err.col is not None else "") + ": "
+        text = f"<span style='color:#b3261e'>✖ {where}{_esc(err.message)}</span>"
+        if err.hint:
+            text += f"<br><span style='color:#666'>hint: {_esc(err.hint)}</span>"
+        self.setText(text)
+        self.setVisible(True)
+
+    def show_ok(self, text: str) -> None:
+        self.error = None
+        self.setText(f"<span style='color:#1e7b34'>✔ {_esc(text)}</span>")
+        self.setVisible(True)
+
+
+def _esc(s: str) -> str:
+    return s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")

@@ -1,0 +1,197 @@
+"""Code editors: line numbers, pygments highlighting, problems marked at their line:col.
+
+A marker is a red wavy underline from the reported column to the end of the token there, a
+tinted line, a dot in the gutter and the message as a tooltip. ``goto(line, col)`` puts the
+cursor exactly there (1-based, as the engine reports).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from PySide6.QtCore import QRect, QSize, Qt, Signal
+from PySide6.QtGui import QColor, QFontDatabase, QPainter, QTextCharFormat, QTextCursor, QTextFormat
+from PySide6.QtWidgets import QPlainTextEdit, QTextEdit, QToolTip, QWidget
+
+from .highlight import PygmentsHighlighter
+
+ERROR_RED = QColor("#d0312d")
+
+
+@dataclass(frozen=True)
+class Marker:
+    line: int            # 1-based
+    col: int | None      # 1-based; None marks the whole line
+    message: str
+    severity: str = "error"
+
+
+def mono_font():
+    f = QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont)
+    f.setPointSize(max(f.pointSize(), 10))
+    return f
+
+
+class _Gutter(QWidget):
+    def __init__(self, editor: "CodeEditor"):
+        super().__init__(editor)
+        self.editor = editor
+
+    def sizeHint(self) -> QSize:  # noqa: N802
+        return QSize(self.editor.gutter_width(), 0)
+
+    def paintEvent(self, event) -> None:  # noqa: N802
+        self.editor.paint_gutter(event)
+
+
+class CodeEditor(QPlainTextEdit):
+    """A plain-text code editor. ``edited`` carries the new text on user edits only."""
+    edited = Signal(str)
+
+    def __init__(self, language: str | None = None, parent=None, *, min_lines: int = 12, max_lines: int = 40):
+        super().__init__(parent)
+        self.setFont(mono_font())
+        self.setLineWrapMode(QPlainTextEdit.LineWrapMode.NoWrap)
+        self.setTabStopDistance(self.fontMetrics().horizontalAdvance(" ") * 4)
+        self.highlighter = PygmentsHighlighter(self.document(), language) if language else None
+        self.markers: list[Marker] = []
+        self._programmatic = False
+        self._min_lines, self._max_lines = min_lines, max_lines
+        self._gutter = _Gutter(self)
+        self.blockCountChanged.connect(self._update_margins)
+        self.updateRequest.connect(self._scroll_gutter)
+        self.textChanged.connect(self._on_text_changed)
+        self._update_margins()
+        self._fit_height()
+
+    # ------------------------------------------------------------------ text
+    def set_text(self, text: str) -> None:
+        """Replace the text without emitting ``edited``, keeping the cursor where it was."""
+        if text == self.toPlainText():
+            return
+        pos = self.textCursor().position()
+        self._programmatic = True
+        try:
+            self.setPlainText(text)
+        finally:
+            self._programmatic = False
+        c = self.textCursor()
+        c.setPosition(min(pos, len(text)))
+        self.setTextCursor(c)
+
+    def _on_text_changed(self) -> None:
+        self._fit_height()
+        if not self._programmatic:
+            self.edited.emit(self.toPlainText())
+
+    def _fit_height(self) -> None:
+        lines = max(self._min_lines, min(self._max_lines, self.blockCount() + 1))
+        h = self.fontMetrics().lineSpacing() * lines + 2 * self.frameWidth() + 8
+        if self.horizontalScrollBar().isVisible():
+            h += self.horizontalScrollBar().height()
+        self.setFixedHeight(int(h))
+
+    # ------------------------------------------------------------------ navigation
+    def goto(self, line: int, col: int | None = None) -> None:
+        block = self.document().findBlockByNumber(max(0, line - 1))
+        c = QTextCursor(block)
+        if col:
+            c.setPosition(block.position() + min(max(col - 1, 0), max(block.length() - 1, 0)))
+        self.setTextCursor(c)
+        self.centerCursor()
+        self.setFocus(Qt.FocusReason.OtherFocusReason)
+
+    def cursor_line_col(self) -> tuple[int, int]:
+        c = self.textCursor()
+        return c.blockNumber() + 1, c.positionInBlock() + 1
+
+    # ------------------------------------------------------------------ markers
+    def set_markers(self, markers: list[Marker]) -> None:
+        self.markers = list(markers)
+        sels = []
+        for m in self.markers:
+            block = self.document().findBlockByNumber(max(0, m.line - 1))
+            if not block.isValid():
+                continue
+            colour = ERROR_RED if m.severity == "error" else QColor("#c88a00")
+            line_sel = QTextEdit.ExtraSelection()
+            line_sel.format.setBackground(QColor(colour.red(), colour.green(), colour.blue(), 28))
+            line_sel.format.setProperty(QTextFormat.Property.FullWidthSelection, True)
+            line_sel.cursor = QTextCursor(block)
+            sels.append(line_sel)
+            start = block.position() + (min(m.col - 1, max(block.length() - 2, 0)) if m.col else 0)
+            text = block.text()
+            rel = start - block.position()
+            end = rel + 1
+            while end < len(text) and (text[end].isalnum() or text[end] == "_") and \
+                    (text[rel].isalnum() or text[rel] == "_"):
+                end += 1
+            if not m.col:
+                rel, end = 0, max(len(text), 1)
+            under = QTextEdit.ExtraSelection()
+            fmt = QTextCharFormat()
+            fmt.setUnderlineStyle(QTextCharFormat.UnderlineStyle.WaveUnderline)
+            fmt.setUnderlineColor(colour)
+            under.format = fmt
+            cur = QTextCursor(block)
+            cur.setPosition(block.position() + rel)
+            cur.setPosition(block.position() + min(end, max(len(text), rel + 1)), QTextCursor.MoveMode.KeepAnchor)
+            under.cursor = cur
+            sels.append(under)
+        self.setExtraSelections(sels)
+        self._gutter.update()
+
+    def marker_at(self, line: int) -> Marker | None:
+        return next((m for m in self.markers if m.line == line), None)
+
+    def event(self, e) -> bool:
+        if e.type() == e.Type.ToolTip:
+            c = self.cursorForPosition(self.viewport().mapFromGlobal(e.globalPos()))
+            m = self.marker_at(c.blockNumber() + 1)
+            if m:
+                QToolTip.showText(e.globalPos(), m.message, self)
+            else:
+                QToolTip.hideText()
+            return True
+        return super().event(e)
+
+    # ------------------------------------------------------------------ gutter
+    def gutter_width(self) -> int:
+        digits = len(str(max(1, self.blockCount())))
+        return 14 + self.fontMetrics().horizontalAdvance("9") * max(digits, 2)
+
+    def _update_margins(self, *_):
+        self.setViewportMargins(self.gutter_width(), 0, 0, 0)
+
+    def _scroll_gutter(self, rect, dy) -> None:
+        if dy:
+            self._gutter.scroll(0, dy)
+        else:
+            self._gutter.update(0, rect.y(), self._gutter.width(), rect.height())
+
+    def resizeEvent(self, e) -> None:  # noqa: N802
+        super().resizeEvent(e)
+        cr = self.contentsRect()
+        self._gutter.setGeometry(QRect(cr.left(), cr.top(), self.gutter_width(), cr.height()))
+
+    def paint_gutter(self, event) -> None:
+        p = QPainter(self._gutter)
+        p.fillRect(event.rect(), QColor("#f3f3f3"))
+        block = self.firstVisibleBlock()
+        top = round(self.blockBoundingGeometry(block).translated(self.contentOffset()).top())
+        bottom = top + round(self.blockBoundingRect(block).height())
+        lines_with_markers = {m.line for m in self.markers}
+        while block.isValid() and top <= event.rect().bottom():
+            if block.isVisible() and bottom >= event.rect().top():
+                n = block.blockNumber() + 1
+                if n in lines_with_markers:
+                    p.setBrush(ERROR_RED)
+                    p.setPen(Qt.PenStyle.NoPen)
+                    d = 6
+                    p.drawEllipse(2, top + (self.fontMetrics().height() - d) // 2, d, d)
+                p.setPen(QColor("#888"))
+                p.drawText(0, top, self._gutter.width() - 4, self.fontMetrics().height(),
+                           Qt.AlignmentFlag.AlignRight, str(n))
+            block = block.next()
+            top = bottom
+            bottom = top + round(self.blockBoundingRect(block).height())
+        p.end()

@@ -1,0 +1,47 @@
+"""Shared fixtures: real wgpu device (lavapipe where there is no GPU), package copies."""
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("XDG_RUNTIME_DIR", "/tmp")
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+REPO = Path(__file__).resolve().parents[1]
+EXAMPLES = REPO / "examples"
+BUILTINS = REPO / "resources" / "ops" / "core"
+MEDIAN = EXAMPLES / "windowed_median"
+
+
+@pytest.fixture(autouse=True)
+def _isolated_home(tmp_path_factory, monkeypatch):
+    """Each test sees an empty user data folder (trust store, user ops, autosave)."""
+    monkeypatch.setenv("SCELLIS_HOME", str(tmp_path_factory.mktemp("home")))
+
+
+@pytest.fixture(scope="session")
+def device():
+    from studio.engine.device import get_device
+    return get_device()
+
+
+def copy_package(src: Path, dst: Path, edits: dict[str, list[tuple[str, str]]] | None = None) -> Path:
+    """Copy an op package (without receipts) and apply (old, new) text edits per file;
+    every edit must apply, so a test cannot silently test the unedited package."""
+    shutil.copytree(src, dst, ignore=shutil.ignore_patterns("receipts", "__pycache__"))
+    for rel, pairs in (edits or {}).items():
+        p = dst / rel
+        text = p.read_text()
+        for old, new in pairs:
+            assert old in text, f"{old!r} not in {p}"
+            text = text.replace(old, new)
+        p.write_text(text)
+    return dst
+
+
+@pytest.fixture
+def pkg_copy(tmp_path):
+    def make(src: Path = MEDIAN, name: str = "pkg", **edits):
+        return copy_package(src, tmp_path / name, {k.replace("__", "."): v for k, v in edits.items()})
+    return make
