@@ -1,0 +1,144 @@
+"""Backward cell: the ladder (composite, declared VJP, nondifferentiable) and the subgradient
+convention — metadata, written where the card shows it, not buried in a comment."""
+from __future__ import annotations
+
+from PySide6.QtWidgets import QComboBox, QFormLayout, QLabel, QLineEdit
+
+from ...engine.backward import check_against_signature, parse_backward
+from ...engine.errors import StudioError
+from ...engine.signature import parse_signature
+from ..editors import CodeEditor, Marker
+from ..model import FIELD
+from .base import Cell, InlineMessage
+from .binding import Binder
+from .tables import RowTable
+
+KINDS = ["vjp", "composite", "nondifferentiable"]
+KIND_NOTES = {
+    "composite": "autodiff derives the backward through the op's parts",
+    "vjp": "the op's own VJP, verified by gradcheck against the author's forward",
+    "nondifferentiable": "the honest floor: the engine refuses to train through the op",
+}
+
+
+def compose(kind: str, rows: list[list[str]]) -> str:
+    if kind != "vjp":
+        return kind
+    lines = []
+    for inputs, form, a, b in rows:
+        if form == "route":
+            lines.append(f"vjp {inputs}: route({a or 'dy'}, to = {b or 'argmedian'})")
+        else:
+            lines.append(f"vjp {inputs}: reference({a or 'vjp'})" + (f' on device("{b}")' if b else ""))
+    return "\n".join(lines)
+
+
+def decompose(bw) -> tuple[str, list[list[str]]]:
+    rows = []
+    for r in bw.rules:
+        if r.form == "route":
+            rows.append([", ".join(r.inputs), "route", r.cotangent or "", r.index or ""])
+        else:
+            rows.append([", ".join(r.inputs), "reference", r.function or "", r.device_kernel or ""])
+    return bw.kind, rows
+
+
+class BackwardCell(Cell):
+    title = "Backward"
+    key = "backward"
+
+    def __init__(self, number: int, doc, parent=None):
+        super().__init__(number, parent)
+        self.doc = doc
+        self.binder = Binder(doc, on_error=lambda e: self.message.show_error(e))
+        form = QFormLayout()
+        self.kind = QComboBox()
+        self.kind.addItems(KINDS)
+        form.addRow("gradients", self.kind)
+        self.note = QLabel()
+        self.note.setStyleSheet("color: #555")
+        form.addRow("", self.note)
+        self.rules = RowTable([("inputs", None), ("form", ["reference", "route"]),
+                               ("function / cotangent", None), ("device kernel / index", None)],
+                              defaults=["x", "reference", "vjp", ""], add_label="+ vjp rule")
+        form.addRow("vjp rules", self.rules)
+        self.editor = CodeEditor(None, min_lines=2, max_lines=8)
+        self.editor.setObjectName("backward_text")
+        form.addRow("notation", self.editor)
+        self.subgradient = QLineEdit()
+        self.subgradient.setPlaceholderText("where the cotangent goes at a kink, e.g. to the element the forward selected")
+        form.addRow("subgradient convention", self.subgradient)
+        self.kinks = QLineEdit()
+        self.kinks.setPlaceholderText("optional: where the function has kinks (gradcheck skips probes there)")
+        form.addRow("kinks", self.kinks)
+        self.message = InlineMessage()
+        form.addRow("", self.message)
+        self.body_layout.addLayout(form)
+
+        self.binder.plain(self.editor, "backward.text")
+        self.binder.line(self.subgradient, "backward.subgradient")
+        self.binder.line(self.kinks, "backward.kinks")
+        self.kind.currentTextChanged.connect(lambda _t: self._form_edited())
+        self.rules.edited.connect(self._form_edited)
+        self.binder.watch(FIELD + "backward.text", self, self._from_model)
+        self.binder.watch(FIELD + "backward.text", self.editor, self._validate)
+        self.binder.watch(FIELD + "backward.subgradient", None, self._validate)
+        self.binder.watch(FIELD + "signature", None, self._validate)
+        self._from_model()
+        for w in (self.kind, self.rules):
+            w.setEnabled(not doc.read_only)
+        for w in (self.editor, self.subgradient, self.kinks):
+            w.setReadOnly(doc.read_only)
+
+    def _form_edited(self) -> None:
+        kind = self.kind.currentText()
+        self.rules.setVisible(kind == "vjp")
+        rows = self.rules.rows() or [list(self.rules.defaults)]
+        self.binder.write(FIELD + "backward.text", compose(kind, rows), self)
+        self._validate()
+
+    def _from_model(self) -> None:
+        bw = self._validate()
+        if bw is None:
+            return
+        kind, rows = decompose(bw)
+        self.kind.blockSignals(True)
+        self.kind.setCurrentText(kind)
+        self.kind.blockSignals(False)
+        self.rules.setVisible(kind == "vjp")
+        self.rules.set_rows(rows)
+
+    def _validate(self):
+        text = self.doc.field("backward.text")
+        self.note.setText(KIND_NOTES.get(self.kind.currentText(), ""))
+        if not isinstance(text, str):
+            self.message.show_error(StudioError("op.toml has no [backward] text", field="backward.text",
+                                                hint="choose one of the ladder's rungs above"))
+            self.set_status("missing", "error")
+            return None
+        try:
+            bw = parse_backward(text)
+        except StudioError as e:
+            self._show([e])
+            return None
+        try:
+            errs = check_against_signature(bw, parse_signature(str(self.doc.field("signature") or "")))
+        except StudioError:
+            errs = []
+        if not errs and bw.kind == "vjp" and not self.doc.field("backward.subgradient"):
+            errs = [StudioError("a declared VJP through kinks needs its subgradient convention written down",
+                                field="backward.subgradient",
+                                hint="say where the cotangent goes at a tie, e.g. to the element the forward selected")]
+            self._show(errs, severity="warning")
+            return bw
+        self._show(errs)
+        return bw
+
+    def _show(self, errs: list[StudioError], severity: str = "error") -> None:
+        self.editor.set_markers([Marker(e.line, e.col, e.message) for e in errs if e.line is not None])
+        if errs:
+            self.message.show_error(errs[0])
+            self.set_status("warning" if severity == "warning" else "invalid", "warn" if severity == "warning" else "error")
+        else:
+            self.message.show_ok(KIND_NOTES.get(self.kind.currentText(), "ok"))
+            self.set_status(self.kind.currentText(), "ok")

@@ -1,0 +1,117 @@
+"""A small editable table whose columns are text fields or dropdowns; rows compose grammar text."""
+from __future__ import annotations
+
+from PySide6.QtCore import Signal
+from PySide6.QtWidgets import (QAbstractItemView, QComboBox, QHBoxLayout, QHeaderView, QPushButton, QTableWidget,
+                               QTableWidgetItem, QVBoxLayout, QWidget)
+
+
+class RowTable(QWidget):
+    """Columns: (header, choices-or-None, editable-combo). ``rows()`` gives lists of strings;
+    ``edited`` fires on any user change (cell text, dropdown, add/remove row)."""
+    edited = Signal()
+
+    def __init__(self, columns: list[tuple[str, list[str] | None]], *, defaults: list[str], parent=None,
+                 add_label: str = "+ add"):
+        super().__init__(parent)
+        self.columns = columns
+        self.defaults = defaults
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(0, 0, 0, 0)
+        self.table = QTableWidget(0, len(columns))
+        self.table.setHorizontalHeaderLabels([c[0] for c in columns])
+        self.table.verticalHeader().setVisible(False)
+        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Stretch)
+        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.table.itemChanged.connect(lambda _it: self._user_edit())
+        lay.addWidget(self.table)
+        buttons = QHBoxLayout()
+        self.add_button = QPushButton(add_label)
+        self.remove_button = QPushButton("− remove")
+        self.add_button.clicked.connect(self._add)
+        self.remove_button.clicked.connect(self._remove)
+        buttons.addWidget(self.add_button)
+        buttons.addWidget(self.remove_button)
+        buttons.addStretch(1)
+        lay.addLayout(buttons)
+        self._loading = False
+        self._fit()
+
+    def _fit(self) -> None:
+        h = self.table.horizontalHeader().height() + 4 + sum(self.table.rowHeight(r) for r in range(self.table.rowCount()))
+        self.table.setFixedHeight(max(h, self.table.horizontalHeader().height() + 28))
+
+    def _user_edit(self) -> None:
+        if not self._loading:
+            self.edited.emit()
+
+    def _put_row(self, r: int, values: list[str]) -> None:
+        for c, (_, choices) in enumerate(self.columns):
+            v = values[c] if c < len(values) else ""
+            if choices is not None:
+                box = QComboBox()
+                box.setEditable(True)
+                box.addItems(choices)
+                if box.findText(v) < 0:
+                    box.addItem(v)
+                box.setCurrentText(v)
+                box.currentTextChanged.connect(lambda _t: self._user_edit())
+                self.table.setCellWidget(r, c, box)
+            else:
+                self.table.setItem(r, c, QTableWidgetItem(v))
+
+    def set_rows(self, rows: list[list[str]]) -> None:
+        """Show rows without emitting ``edited`` (the model changed elsewhere)."""
+        if rows == self.rows():
+            return
+        self._loading = True
+        try:
+            self.table.setRowCount(len(rows))
+            for r, values in enumerate(rows):
+                self._put_row(r, values)
+        finally:
+            self._loading = False
+        self._fit()
+
+    def rows(self) -> list[list[str]]:
+        out = []
+        for r in range(self.table.rowCount()):
+            row = []
+            for c, (_, choices) in enumerate(self.columns):
+                if choices is not None:
+                    w = self.table.cellWidget(r, c)
+                    row.append(w.currentText().strip() if w else "")
+                else:
+                    it = self.table.item(r, c)
+                    row.append(it.text().strip() if it else "")
+            out.append(row)
+        return out
+
+    def set_cell(self, r: int, c: int, text: str) -> None:
+        """Edit one cell as a user would (emits ``edited``)."""
+        if self.columns[c][1] is not None:
+            self.table.cellWidget(r, c).setCurrentText(text)
+        else:
+            self.table.item(r, c).setText(text)
+
+    def _add(self) -> None:
+        r = self.table.rowCount()
+        self._loading = True
+        self.table.insertRow(r)
+        self._put_row(r, list(self.defaults))
+        self._loading = False
+        self._fit()
+        self.edited.emit()
+
+    def _remove(self) -> None:
+        rows = sorted({i.row() for i in self.table.selectedIndexes()}, reverse=True) or \
+            ([self.table.rowCount() - 1] if self.table.rowCount() else [])
+        for r in rows:
+            self.table.removeRow(r)
+        self._fit()
+        self.edited.emit()
+
+    def setEnabled(self, on: bool) -> None:  # noqa: N802
+        super().setEnabled(on)
+        self.add_button.setVisible(on)
+        self.remove_button.setVisible(on)

@@ -1,0 +1,121 @@
+"""Tolerance & category cell: the class the op claims, the category it belongs to, why — and the
+checker's rule between them, applied as you choose."""
+from __future__ import annotations
+
+from PySide6.QtWidgets import QComboBox, QDoubleSpinBox, QFormLayout, QHBoxLayout, QLabel, QPlainTextEdit, QSpinBox
+
+from ...engine.errors import StudioError
+from ...engine.tolerance import (BOUND_CATEGORIES, CATEGORIES, NON_ARITHMETIC, STANDARD_ULP,
+                                 check_class_fits_category, parse_tolerance)
+from ..model import FIELD
+from .base import Cell, InlineMessage
+from .binding import Binder
+
+KINDS = ["exact", "ulp", "bound"]
+CATEGORY_NOTES = {
+    **{c: "does no arithmetic on values: may claim exact, with a written justification" for c in NON_ARITHMETIC},
+    **{c: f"rounds: at most ulp({k})" for c, k in STANDARD_ULP.items()},
+    **{c: "accumulates: bound (the standard γ·Σ|terms| bound) or tighter" for c in BOUND_CATEGORIES},
+}
+
+
+def class_text(kind: str, ulps: int, factor: float) -> str:
+    if kind == "ulp":
+        return f"ulp({ulps})"
+    if kind == "bound":
+        return "bound" if factor == 1.0 else f"bound({factor:g})"
+    return "exact"
+
+
+class ToleranceCell(Cell):
+    title = "Tolerance & category"
+    key = "tolerance"
+
+    def __init__(self, number: int, doc, parent=None):
+        super().__init__(number, parent)
+        self.doc = doc
+        self.binder = Binder(doc, on_error=lambda e: self.message.show_error(e))
+        form = QFormLayout()
+        row = QHBoxLayout()
+        self.kind = QComboBox()
+        self.kind.addItems(KINDS)
+        self.ulps = QSpinBox()
+        self.ulps.setRange(0, 64)
+        self.ulps.setPrefix("K = ")
+        self.factor = QDoubleSpinBox()
+        self.factor.setRange(0.01, 100.0)
+        self.factor.setSingleStep(0.1)
+        self.factor.setPrefix("C = ")
+        row.addWidget(self.kind)
+        row.addWidget(self.ulps)
+        row.addWidget(self.factor)
+        row.addStretch(1)
+        form.addRow("tolerance class", row)
+        self.category = QComboBox()
+        self.category.addItems(sorted(CATEGORIES))
+        form.addRow("semantic category", self.category)
+        self.note = QLabel()
+        self.note.setStyleSheet("color: #555")
+        form.addRow("", self.note)
+        self.justification = QPlainTextEdit()
+        self.justification.setFixedHeight(64)
+        self.justification.setPlaceholderText("why no rounding happens (required for exact)")
+        form.addRow("justification", self.justification)
+        self.message = InlineMessage()
+        form.addRow("", self.message)
+        self.body_layout.addLayout(form)
+
+        self.binder.combo(self.category, "tolerance.category")
+        self.binder.plain(self.justification, "tolerance.justification")
+        for w in (self.kind, self.ulps, self.factor):
+            (w.currentTextChanged if isinstance(w, QComboBox) else w.valueChanged).connect(self._class_edited)
+        self.binder.watch(FIELD + "tolerance.class", self, self._from_model)
+        for k in ("tolerance.class", "tolerance.category", "tolerance.justification"):
+            self.binder.watch(FIELD + k, None, self._validate)
+        self._from_model()
+        for w in (self.kind, self.ulps, self.factor, self.category):
+            w.setEnabled(not doc.read_only)
+        self.justification.setReadOnly(doc.read_only)
+
+    def _class_edited(self, *_):
+        kind = self.kind.currentText()
+        self.ulps.setVisible(kind == "ulp")
+        self.factor.setVisible(kind == "bound")
+        self.binder.write(FIELD + "tolerance.class", class_text(kind, self.ulps.value(), self.factor.value()), self)
+
+    def _from_model(self) -> None:
+        text = str(self.doc.field("tolerance.class") or "exact")
+        widgets = (self.kind, self.ulps, self.factor)
+        for w in widgets:
+            w.blockSignals(True)
+        try:
+            tol = parse_tolerance(text, "selection")
+            self.kind.setCurrentText(tol.kind)
+            self.ulps.setValue(tol.ulps if tol.kind == "ulp" else 4)
+            self.factor.setValue(tol.factor)
+        except StudioError:
+            pass
+        finally:
+            for w in widgets:
+                w.blockSignals(False)
+        self.ulps.setVisible(self.kind.currentText() == "ulp")
+        self.factor.setVisible(self.kind.currentText() == "bound")
+        self._validate()
+
+    def _validate(self) -> None:
+        cat = str(self.doc.field("tolerance.category") or "")
+        self.note.setText(f"{cat}: {CATEGORY_NOTES.get(cat, 'unknown category')}")
+        try:
+            tol = parse_tolerance(str(self.doc.field("tolerance.class") or ""), cat,
+                                  str(self.doc.field("tolerance.justification") or ""))
+        except StudioError as e:
+            self.message.show_error(e)
+            self.set_status("invalid", "error")
+            return
+        errs = check_class_fits_category(tol)
+        if errs:
+            self.message.show_error(errs[0])
+            self.set_status("class does not fit", "error")
+        else:
+            self.message.show_ok(f"{tol} fits '{cat}'")
+            self.set_status(str(tol), "ok")
