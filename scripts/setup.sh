@@ -22,7 +22,8 @@ if ! "$PY" -c 'import venv, ensurepip' >/dev/null 2>&1; then apt_install python3
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 stamp=".venv/.installed${extras:+-$extras}"
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
-  .venv/bin/python -m pip install -q --disable-pip-version-check -e ".${extras:+[$extras]}"
+  .venv/bin/python -m pip install -q --disable-pip-version-check -e ".${extras:+[$extras]}" 2>&1 \
+    | { grep -v "^WARNING: Location 'file://" || true; }
   touch "$stamp"
 fi
 

@@ -57,10 +57,14 @@ def check_package(pkg: OpPackage, *, device=None, compile_kernel: bool = True) -
     rep.passed.append(f"signature well-formed (shape class {c.signature.shape_class})")
     step("bindings carry the signature's tensors", [e.shifted(file=mf) if e.file is None else e for e in
                                                     bindings_mod.check_against_signature(c.bindings, c.signature)])
-    unknown = sorted(c.kernel.invocations.symbols() - _symbols(c))
-    step("kernel invocations use signature symbols",
-         [StudioError(f"[kernel] invocations uses unknown symbol(s) {', '.join(unknown)}", file=mf,
-                      field="kernel.invocations")] if unknown else [])
+    if c.composite is not None:          # no kernel of its own: its steps are checked instead
+        from .composite import check_composition
+        step(f"composition resolves and wires its steps ({c.composite.chain()})", check_composition(pkg))
+    else:
+        unknown = sorted(c.kernel.invocations.symbols() - _symbols(c))
+        step("kernel invocations use signature symbols",
+             [StudioError(f"[kernel] invocations uses unknown symbol(s) {', '.join(unknown)}", file=mf,
+                          field="kernel.invocations")] if unknown else [])
     step(f"tolerance class {c.tolerance} fits category '{c.tolerance.category}'",
          check_class_fits_category(c.tolerance, file=mf))
     step("backward declaration names signature inputs", backward_mod.check_against_signature(c.backward, c.signature))
@@ -69,7 +73,10 @@ def check_package(pkg: OpPackage, *, device=None, compile_kernel: bool = True) -
     elif c.visibility != "private":
         rep.errors.append(StudioError(f"visibility '{c.visibility}' needs a license", file=mf, field="license",
                                       hint='add license = "Apache-2.0" (or another SPDX expression)'))
-    if compile_kernel and not rep.errors:
+    if c.backward_kernel is not None:
+        from .vjp import check_backward_kernel
+        step("backward kernel bindings carry the VJP's tensors", check_backward_kernel(pkg))
+    if compile_kernel and not rep.errors and c.kernel is not None:
         from .device import get_device
         from .layout import check_layout
         dev = device or get_device()
@@ -79,6 +86,10 @@ def check_package(pkg: OpPackage, *, device=None, compile_kernel: bool = True) -
         except StudioError as e:          # the kernel itself does not compile
             errs = [e]
         step("kernel compiles and its bindings agree with the descriptor (judged by wgpu's validator)", errs)
+        if c.backward_kernel is not None and not errs:
+            from .vjp import check_backward_kernel
+            step("backward kernel compiles and its bindings agree with [backward] bindings (wgpu's validator)",
+                 check_backward_kernel(pkg, device=dev))
     return rep
 
 

@@ -49,6 +49,17 @@ class KernelSpec:
 
 
 @dataclass
+class BackwardKernelSpec:
+    """The device VJP ([backward] kernel, entry, workgroup_size, invocations, bindings): a WGSL
+    kernel with its own launch geometry and binding descriptor, run by the same executor."""
+    file: str
+    entry: str
+    workgroup_size: int
+    invocations: Expr
+    bindings: BindingDescriptor
+
+
+@dataclass
 class Contract:
     id: OpId
     summary: str
@@ -60,12 +71,15 @@ class Contract:
     reference_file: str
     reference_forward: str
     precision: str
-    kernel: KernelSpec
+    kernel: KernelSpec | None          # None for a composite op: its steps' kernels run instead
     bindings: BindingDescriptor
     backward: Backward
     subgradient: str | None
     kinks: str | None = None
     extra: dict = field(default_factory=dict)
+    gradient_tolerance: float | None = None        # [backward] gradient_tolerance (docs/gradients.md)
+    backward_kernel: BackwardKernelSpec | None = None
+    composite: object | None = None                # composite.Composition, from [composite] steps
 
 
 def _embedded(m: Manifest, dotted: str, parse):
@@ -92,6 +106,8 @@ def build_contract(m: Manifest) -> Contract:
     if not all(isinstance(a, str) for a in authors):
         raise StudioError("authors must be a list of strings", file=m.file, field="authors")
     license_ = m.get("license", str, required=False)
+    backward = _embedded(m, "backward.text", parse_backward)
+    composite = _composite(m, backward)
     return Contract(
         id=op_id,
         summary=m.get("summary", str, max_len=400),
@@ -104,14 +120,69 @@ def build_contract(m: Manifest) -> Contract:
         reference_file=m.get("reference.file", str, required=False, default="reference.py"),
         reference_forward=m.get("reference.forward", str, required=False, default="forward"),
         precision=precision,
-        kernel=KernelSpec(
+        kernel=None if composite else KernelSpec(
             file=m.get("kernel.file", str, required=False, default="forward.wgsl"),
             entry=m.get("kernel.entry", str, required=False, default="main"),
             workgroup_size=wg,
             invocations=_embedded(m, "kernel.invocations", parse_expr),
         ),
-        bindings=_embedded(m, "bindings.text", parse_bindings),
-        backward=_embedded(m, "backward.text", parse_backward),
+        bindings=BindingDescriptor((), "", m.file) if composite else _embedded(m, "bindings.text", parse_bindings),
+        backward=backward,
         subgradient=m.get("backward.subgradient", str, required=False),
         kinks=m.get("backward.kinks", str, required=False),
+        gradient_tolerance=_gradient_tolerance(m),
+        backward_kernel=_backward_kernel(m, backward),
+        composite=composite,
     )
+
+
+def _gradient_tolerance(m: Manifest) -> float | None:
+    tol = m.get("backward.gradient_tolerance", (int, float), required=False)
+    if tol is not None and not tol > 0:
+        raise StudioError(f"backward.gradient_tolerance {tol} must be a positive number", file=m.file,
+                          field="backward.gradient_tolerance", hint="e.g. gradient_tolerance = 1e-6")
+    return None if tol is None else float(tol)
+
+
+_BACKWARD_KERNEL_KEYS = ("kernel", "entry", "workgroup_size", "invocations", "bindings")
+
+
+def _backward_kernel(m: Manifest, backward: Backward) -> BackwardKernelSpec | None:
+    """[backward] kernel/entry/workgroup_size/invocations/bindings: the device VJP named by
+    `on device("...")` in the vjp rules (one backward kernel per op)."""
+    from .expr import parse_expr
+    named = sorted({r.device_kernel for r in backward.rules if r.device_kernel})
+    section = m.data.get("backward") if isinstance(m.data.get("backward"), dict) else {}
+    given = [k for k in _BACKWARD_KERNEL_KEYS if k in section]
+    if not named:
+        if given:
+            raise StudioError(f"[backward] {given[0]} is set but no vjp rule runs on the device", file=m.file,
+                              field=f"backward.{given[0]}",
+                              hint='name the kernel in a rule: vjp x: reference(vjp) on device("backward.wgsl")')
+        return None
+    if len(named) > 1:
+        raise StudioError(f"the vjp rules name {len(named)} device kernels ({', '.join(named)}); an op has one",
+                          file=m.file, field="backward.text",
+                          hint="compute every device gradient in one backward kernel")
+    file = m.get("backward.kernel", str, required=False, default=named[0])
+    if file != named[0]:
+        raise StudioError(f"[backward] kernel = {file!r} but the vjp rule runs on device({named[0]!r})",
+                          file=m.file, field="backward.kernel", hint="name the same .wgsl file in both places")
+    wg = m.get("backward.workgroup_size", int, required=False, default=64)
+    if not 1 <= wg <= 256:
+        raise StudioError(f"backward.workgroup_size {wg} outside [1, 256]", file=m.file, field="backward.workgroup_size")
+    return BackwardKernelSpec(file=file, entry=m.get("backward.entry", str, required=False, default="main"),
+                              workgroup_size=wg, invocations=_embedded(m, "backward.invocations", parse_expr),
+                              bindings=_embedded(m, "backward.bindings", parse_bindings))
+
+
+def _composite(m: Manifest, backward: Backward):
+    """[composite] steps: the op as a composition of other ops (studio/engine/composite.py)."""
+    has = isinstance(m.data.get("composite"), dict)
+    if backward.kind == "composite" and not has:
+        raise StudioError("backward 'composite' needs a [composite] section naming the op's steps", file=m.file,
+                          field="composite.steps", hint="see docs/gradients.md, 'Composite ops'")
+    if not has:
+        return None
+    from .composite import parse_composition
+    return _embedded(m, "composite.steps", parse_composition)

@@ -23,6 +23,29 @@ class Case:
 
 
 @dataclass
+class KernelProgram:
+    """What the executor needs of a kernel: its WGSL, entry point, launch geometry and binding
+    descriptor. An op's forward kernel is one (forward_program); its device VJP is another
+    (studio/engine/vjp.py: backward_program)."""
+    op: str
+    source: str
+    path: str
+    entry: str
+    workgroup_size: int
+    invocations: object                # an Expr over the signature's symbols
+    bindings: object                   # a BindingDescriptor
+
+
+def forward_program(pkg: OpPackage) -> KernelProgram:
+    c = pkg.contract
+    if c.kernel is None:
+        raise StudioError(f"{pkg.id} is a composite op: it has no kernel of its own", file=pkg.manifest_path,
+                          field="composite.steps", hint="run it with run_op or in a workflow; its steps' kernels run")
+    return KernelProgram(pkg.id, pkg.kernel_source, pkg.kernel_path, c.kernel.entry, c.kernel.workgroup_size,
+                         c.kernel.invocations, c.bindings)
+
+
+@dataclass
 class Result:
     outputs: dict[str, np.ndarray]
     env: dict
@@ -72,18 +95,32 @@ def run_cases(pkg: OpPackage, cases: list[Case], *, device=None, guard: bool = F
     dispatch and followed by canary words, so unwritten elements and writes past the end show."""
     from .device import get_device
     device = device or get_device()
-    wgpu, dev = device.wgpu, device.device
+    program = forward_program(pkg)
     c = pkg.contract
-    desc = c.bindings
-    user_lines = pkg.kernel_source.count("\n") + 1
-    pipe, layouts = device.pipeline(pkg.kernel_source, c.kernel.entry, layout_groups(desc),
-                                    file=pkg.kernel_path, user_lines=user_lines)
-    max_groups = device.profile.limits.get("max-compute-workgroups-per-dimension", 65535)
-    enc = dev.create_command_encoder()
-    pending = []
+    prepared = []
     for case in cases:
         env, shapes = prepare(pkg, case, budget_bytes=budget_bytes, device=device)
         inputs = {t.name: _as_dtype(case.inputs[t.name], t.dtype, t.name) for t in c.signature.inputs}
+        prepared.append((env, shapes, inputs))
+    return dispatch(program, prepared, device=device, guard=guard)
+
+
+def dispatch(program: KernelProgram, prepared: list[tuple[dict, dict, dict]], *, device=None,
+             guard: bool = False) -> list[Result]:
+    """Run a kernel program once per (env, output shapes, typed input arrays) in one submission.
+    Bindings named in the inputs are uploaded read-only; every other storage binding is allocated
+    (poisoned under ``guard``) and read back when its name is in the output shapes."""
+    from .device import get_device
+    device = device or get_device()
+    wgpu, dev = device.wgpu, device.device
+    desc = program.bindings
+    user_lines = program.source.count("\n") + 1
+    pipe, layouts = device.pipeline(program.source, program.entry, layout_groups(desc),
+                                    file=program.path, user_lines=user_lines)
+    max_groups = device.profile.limits.get("max-compute-workgroups-per-dimension", 65535)
+    enc = dev.create_command_encoder()
+    pending = []
+    for env, shapes, inputs in prepared:
         entries: dict[int, list] = {}
         reads = []
         for b in desc.bindings:
@@ -109,13 +146,13 @@ def run_cases(pkg: OpPackage, cases: list[Case], *, device=None, guard: bool = F
                 staging = dev.create_buffer(size=words.nbytes, usage=wgpu.BufferUsage.MAP_READ | wgpu.BufferUsage.COPY_DST)
                 reads.append((b, count, buf, staging))
             entries.setdefault(b.group, []).append({"binding": b.binding, "resource": {"buffer": buf, "offset": 0, "size": size}})
-        invocations = int(c.kernel.invocations.eval(env))
-        groups = -(-invocations // c.kernel.workgroup_size)
+        invocations = int(program.invocations.eval(env))
+        groups = -(-invocations // program.workgroup_size)
         # past the per-dimension limit the launch folds into 2-D; kernels index as
         # gid.x + gid.y * num_workgroups.x * workgroup_size (see docs/package-format.md)
         gy = -(-groups // max_groups)
         if gy > max_groups:
-            raise StudioError(f"{pkg.id}: {invocations} invocations exceed the device's launch limit",
+            raise StudioError(f"{program.op}: {invocations} invocations exceed the device's launch limit",
                               hint="raise [kernel] workgroup_size or process the input in pieces")
         cp = enc.begin_compute_pass()
         cp.set_pipeline(pipe)
@@ -147,5 +184,8 @@ def run_cases(pkg: OpPackage, cases: list[Case], *, device=None, guard: bool = F
 
 def run_op(pkg: OpPackage, inputs: dict[str, np.ndarray], params: dict, *, device=None,
            budget_bytes: int | None = None) -> dict[str, np.ndarray]:
-    """Run one op on the device and return its outputs by name."""
+    """Run one op on the device and return its outputs by name (a composite op runs its steps)."""
+    if pkg.contract.composite is not None:
+        from .composite import run_composite
+        return run_composite(pkg, inputs, params, device=device, budget_bytes=budget_bytes)
     return run_cases(pkg, [Case(inputs, params)], device=device, budget_bytes=budget_bytes)[0].outputs

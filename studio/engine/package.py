@@ -73,8 +73,9 @@ class OpPackage:
     contract: Contract
     files: dict[str, bytes]          # posix relative path -> bytes, everything hashed
     reference_source: str
-    kernel_source: str
+    kernel_source: str               # "" for a composite op (no kernel of its own)
     hash: str
+    backward_source: str | None = None   # the device VJP kernel ([backward] kernel), if declared
 
     @property
     def id(self) -> str:
@@ -86,7 +87,13 @@ class OpPackage:
 
     @property
     def kernel_path(self) -> str:
-        return str(self.root / self.contract.kernel.file)
+        k = self.contract.kernel
+        return str(self.root / k.file) if k is not None else ""
+
+    @property
+    def backward_path(self) -> str:
+        bk = self.contract.backward_kernel
+        return str(self.root / bk.file) if bk is not None else ""
 
     @property
     def reference_path(self) -> str:
@@ -96,7 +103,7 @@ class OpPackage:
         c = self.contract
         return {"contract": sha256(self.files[MANIFEST]),
                 "reference": sha256(self.files[c.reference_file]),
-                "kernel": sha256(self.files[c.kernel.file]),
+                "kernel": sha256(self.files[c.kernel.file] if c.kernel is not None else b""),
                 "package": self.hash}
 
     def read_text(self, rel: str) -> str:
@@ -122,10 +129,18 @@ def load_package(path: str | os.PathLike) -> OpPackage:
         rel = p.relative_to(root).as_posix()
         files[rel] = _read_inside(root, rel, rel, mfile)
     ref = _read_inside(root, contract.reference_file, "reference.file", mfile)
-    kern = _read_inside(root, contract.kernel.file, "kernel.file", mfile)
     files[contract.reference_file] = ref
-    files[contract.kernel.file] = kern
+    kernel_source = ""
+    if contract.kernel is not None:
+        kern = _read_inside(root, contract.kernel.file, "kernel.file", mfile)
+        files[contract.kernel.file] = kern
+        kernel_source = _text(kern, str(root / contract.kernel.file))
+    backward_source = None
+    if contract.backward_kernel is not None:
+        bk = contract.backward_kernel.file
+        raw = _read_inside(root, bk, "backward.kernel", mfile)
+        files[bk] = raw
+        backward_source = _text(raw, str(root / bk))
     return OpPackage(root=root, contract=contract, files=files,
                      reference_source=_text(ref, str(root / contract.reference_file)),
-                     kernel_source=_text(kern, str(root / contract.kernel.file)),
-                     hash=content_hash(files))
+                     kernel_source=kernel_source, hash=content_hash(files), backward_source=backward_source)

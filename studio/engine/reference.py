@@ -2,35 +2,96 @@
 It anchors all numerical correctness."""
 from __future__ import annotations
 
-import types
-
 import numpy as np
 
 from .errors import StudioError
 from .package import OpPackage
 from .signature import NUMPY_DTYPE
 
-_MODULES: dict[str, types.ModuleType] = {}
+
+class ReferenceModule:
+    """An op's reference.py, loaded in its sandbox host (studio/engine/sandbox.py). Attribute
+    access gives a callable for each function the module defines; calling it runs the
+    function in the host, with arrays, numbers, lists, tuples and dicts crossing both ways."""
+
+    def __init__(self, pkg: OpPackage, host, functions: list[str]):
+        self._pkg, self._host, self._functions = pkg, host, frozenset(functions)
+        self.__file__ = pkg.reference_path
+
+    @property
+    def functions(self) -> frozenset[str]:
+        return self._functions
+
+    def __getattr__(self, name: str):
+        if name.startswith("_") or name not in self._functions:
+            raise AttributeError(name)
+        return _RemoteFunction(self._pkg, name)
+
+    def __dir__(self):
+        return sorted(self._functions)
 
 
-def load_reference(pkg: OpPackage) -> types.ModuleType:
-    """Execute reference.py once per content hash (in-process; see docs/security.md for
-    when code someone else wrote is allowed to run)."""
-    mod = _MODULES.get(pkg.hash)
-    if mod is None:
-        mod = types.ModuleType(f"scellis_reference_{pkg.hash[:12]}")
-        mod.__file__ = pkg.reference_path
+class _RemoteFunction:
+    def __init__(self, pkg: OpPackage, name: str):
+        self.pkg, self.__name__ = pkg, name
+
+    def __call__(self, *args, **kwargs):
+        from . import sandbox
+        pkg, name = self.pkg, self.__name__
+        host = _host(pkg)                    # a live host: one that ended between calls is replaced
         try:
-            code = compile(pkg.reference_source, pkg.reference_path, "exec")
-            exec(code, mod.__dict__)
-        except SyntaxError as e:
-            raise StudioError(f"reference does not parse: {e.msg}", file=pkg.reference_path, line=e.lineno,
-                              col=e.offset, hint="fix the Python syntax") from None
-        except Exception as e:
-            raise StudioError(f"reference failed while loading: {type(e).__name__}: {e}", file=pkg.reference_path,
-                              hint="a reference may import numpy and define functions; nothing else at import") from None
-        _MODULES[pkg.hash] = mod
-    return mod
+            return host.call(name, *args, **kwargs)
+        except sandbox.RemoteError as e:
+            if e.kind in ("died", "timeout", "protocol"):
+                sandbox.discard(host)
+            raise _remote_error(e, pkg, f"reference {name}") from None
+        except (TypeError, ValueError) as e:     # an argument that cannot cross to the host
+            raise StudioError(f"reference {name}: cannot pass the arguments ({e})", file=pkg.reference_path,
+                              hint="pass numpy arrays, numbers, strings, lists, tuples or dicts") from None
+
+
+def _remote_error(e, pkg: OpPackage, what: str) -> StudioError:
+    file = pkg.reference_path
+    if e.kind == "syntax":
+        return StudioError(f"reference does not parse: {e.message}", file=file, line=e.line, col=e.col,
+                           hint="fix the Python syntax")
+    if e.kind == "load":
+        return StudioError(f"reference failed while loading: {e.type_name}: {e.message}", file=file, line=e.line,
+                           hint="a reference may import numpy and define functions; nothing else at import")
+    if e.kind == "missing":
+        return StudioError(f"reference.py defines no function '{what.split()[-1]}'", file=file,
+                           field="reference.forward")
+    if e.kind in ("died", "timeout", "protocol"):
+        return StudioError(f"{what} {e.message}", file=file,
+                           hint="the reference runs in a separate process with CPU, memory and time limits "
+                                "(docs/security.md); make it cheaper or look for an endless loop")
+    extra = " (the reference process may use at most " \
+            f"{_limits().memory_bytes >> 20} MiB)" if e.type_name == "MemoryError" else ""
+    return StudioError(f"{what} raised {e.type_name}: {e.message}{extra}", file=file, line=e.line,
+                       hint="fix the reference so it handles every input the signature admits")
+
+
+def _limits():
+    from .sandbox import DEFAULT_LIMITS
+    return DEFAULT_LIMITS
+
+
+def _host(pkg: OpPackage):
+    from . import sandbox
+    try:
+        return sandbox.host_for(pkg.hash, pkg.reference_source, pkg.reference_path)
+    except sandbox.RemoteError as e:
+        raise _remote_error(e, pkg, "reference") from None
+
+
+def load_reference(pkg: OpPackage) -> ReferenceModule:
+    """The package's reference, loaded in a confined process of its own (one per content
+    hash, reused). Refused with a StudioError unless the package is trusted (studio/engine/
+    trust.py, docs/security.md): code someone else wrote never runs unasked."""
+    from .trust import require_trusted
+    require_trusted(pkg)
+    host = _host(pkg)
+    return ReferenceModule(pkg, host, host.functions or [])
 
 
 def reference_function(pkg: OpPackage, name: str):
@@ -113,5 +174,7 @@ def run_reference_raw(pkg: OpPackage, fn_name: str, inputs: dict, params: dict, 
     try:
         with np.errstate(all="ignore"):
             return fn(**cast_inputs(pkg, inputs, "f64"), **extra, **kw)
+    except StudioError:
+        raise
     except Exception as e:
         raise _error_from(e, pkg, f"reference {fn_name}") from None

@@ -1,0 +1,107 @@
+"""Op cell: identity and metadata — id, summary, license (SPDX, validated), visibility, authors."""
+from __future__ import annotations
+
+from PySide6.QtCore import QTimer
+from PySide6.QtWidgets import QComboBox, QFormLayout, QLineEdit
+
+from ...engine.contract import VISIBILITIES, OpId
+from ...engine.errors import StudioError
+from ..model import FIELD
+from .base import Cell, InlineMessage
+from .binding import Binder
+
+
+def license_problem(expr: str) -> StudioError | None:
+    """The engine's SPDX check (license-expression); slow on first use, so run it off the GUI thread."""
+    from ...engine.checker import check_license
+    try:
+        errs = check_license(expr, file="op.toml")
+    except Exception as e:  # noqa: BLE001 - license-expression raises odd types on some inputs
+        return StudioError(f"license {expr!r} is not a valid SPDX expression ({type(e).__name__})",
+                           field="license", hint="use an SPDX identifier such as Apache-2.0, MIT or GPL-3.0-or-later")
+    return errs[0] if errs else None
+
+
+class MetadataCell(Cell):
+    title = "Op"
+    key = "op"
+
+    def __init__(self, number: int, doc, background=None, parent=None):
+        super().__init__(number, parent)
+        self.doc = doc
+        self.background = background
+        self.binder = Binder(doc, on_error=lambda e: self.message.show_error(e))
+        form = QFormLayout()
+        self.id = QLineEdit()
+        self.id.setPlaceholderText("namespace/author/name@version")
+        self.summary = QLineEdit()
+        self.license = QLineEdit()
+        self.license.setPlaceholderText("SPDX expression, e.g. Apache-2.0 (required to leave private)")
+        self.visibility = QComboBox()
+        self.visibility.addItems(VISIBILITIES)
+        self.authors = QLineEdit()
+        self.authors.setPlaceholderText("comma-separated")
+        form.addRow("id", self.id)
+        self.id_message = InlineMessage()
+        form.addRow("", self.id_message)
+        form.addRow("summary", self.summary)
+        form.addRow("license", self.license)
+        self.license_message = InlineMessage()
+        form.addRow("", self.license_message)
+        form.addRow("visibility", self.visibility)
+        form.addRow("authors", self.authors)
+        self.message = InlineMessage()
+        form.addRow("", self.message)
+        self.body_layout.addLayout(form)
+
+        b = self.binder
+        b.line(self.id, "id")
+        b.line(self.summary, "summary")
+        b.line(self.license, "license")
+        b.combo(self.visibility, "visibility", default="private")
+        b.line(self.authors, "authors", to_value=lambda t: [a.strip() for a in t.split(",") if a.strip()],
+               to_text=lambda v: ", ".join(v) if isinstance(v, list) else str(v))
+        b.watch(FIELD + "id", None, self._validate_id)
+        self._license_timer = QTimer(self, singleShot=True, interval=250)
+        self._license_timer.timeout.connect(self._validate_license)
+        b.watch(FIELD + "license", None, self._license_timer.start)
+        b.watch(FIELD + "visibility", None, self._license_timer.start)
+        self._validate_id()
+        self._license_timer.start()
+        for w in (self.id, self.summary, self.license, self.authors):
+            w.setReadOnly(doc.read_only)
+        self.visibility.setEnabled(not doc.read_only)
+
+    def _validate_id(self) -> None:
+        try:
+            op = OpId.parse(str(self.doc.field("id") or ""))
+        except StudioError as e:
+            self.id_message.show_error(e)
+            self.set_status("bad id", "error")
+            return
+        source = "builtin" if op.namespace == "core" else "user"
+        self.id_message.show_ok(f"{op.name} v{op.version} by {op.author} — source: {source}")
+        self.set_status(source, "idle")
+
+    def _validate_license(self) -> None:
+        expr = self.doc.field("license")
+        vis = self.doc.field("visibility") or "private"
+        if not expr:
+            if vis != "private":
+                self.license_message.show_error(StudioError(f"visibility '{vis}' needs a license", field="license",
+                                                            hint='add an SPDX license such as "Apache-2.0"'))
+            else:
+                self.license_message.show_ok("private: no license needed until you share it")
+            return
+        if self.background is None:
+            self._show_license(expr, license_problem(expr))
+        else:
+            self.background.run(lambda: license_problem(expr), lambda err: self._show_license(expr, err))
+
+    def _show_license(self, expr, err) -> None:
+        if expr != self.doc.field("license"):
+            return  # a newer edit is being checked
+        if err is None:
+            self.license_message.show_ok(f"{expr} is valid SPDX")
+        else:
+            self.license_message.show_error(err)

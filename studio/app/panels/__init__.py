@@ -1,0 +1,1 @@
+"""Result panels: conformance, gradcheck, run. Each drives one engine request through the worker."""

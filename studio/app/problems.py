@@ -1,0 +1,98 @@
+"""The problems panel: every error the engine found in the current document — parse errors,
+checker findings, compile errors — with its file, line and column. Click one to jump there."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import QHeaderView, QTreeWidget, QTreeWidgetItem
+
+from ..engine.errors import StudioError
+
+
+@dataclass(frozen=True)
+class Problem:
+    message: str
+    file: str | None = None        # path relative to the package ("op.toml", "forward.wgsl")
+    line: int | None = None
+    col: int | None = None
+    field: str | None = None
+    hint: str | None = None
+    severity: str = "error"        # error | warning
+    source: str = "check"          # parse | check | compile | worker
+
+    @property
+    def where(self) -> str:
+        s = self.file or "op"
+        if self.line is not None:
+            s += f":{self.line}" + (f":{self.col}" if self.col is not None else "")
+        if self.field:
+            s += f" [{self.field}]"
+        return s
+
+    def key(self) -> tuple:
+        return (self.file, self.line, self.col, self.message)
+
+
+def relative(file: str | None, roots: list[Path]) -> str | None:
+    """A reported path made relative to the package (the worker reports snapshot paths)."""
+    if not file:
+        return None
+    p = Path(file)
+    for r in roots:
+        try:
+            return p.relative_to(r).as_posix()
+        except ValueError:
+            continue
+    return p.name if p.is_absolute() else file
+
+
+def from_error(e: StudioError, roots: list[Path], source: str = "check", severity: str = "error") -> Problem:
+    return Problem(e.message, relative(e.file, roots), e.line, e.col, e.field, e.hint, severity, source)
+
+
+def from_json(d: dict, roots: list[Path], source: str = "check", severity: str = "error") -> Problem:
+    return Problem(d.get("message", ""), relative(d.get("file"), roots), d.get("line"), d.get("col"),
+                   d.get("field"), d.get("hint"), severity, source)
+
+
+class ProblemsPanel(QTreeWidget):
+    """``activated(problem)`` when the user clicks a row."""
+    activated = Signal(object)
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.setObjectName("problems")
+        self.setColumnCount(4)
+        self.setHeaderLabels(["", "where", "message", "hint"])
+        self.setRootIsDecorated(False)
+        self.setAlternatingRowColors(True)
+        h = self.header()
+        h.setSectionResizeMode(0, QHeaderView.ResizeMode.ResizeToContents)
+        h.setSectionResizeMode(1, QHeaderView.ResizeMode.ResizeToContents)
+        h.setSectionResizeMode(2, QHeaderView.ResizeMode.Stretch)
+        self.problems: list[Problem] = []
+        self.itemClicked.connect(lambda it, _c: self.activated.emit(it.data(0, Qt.ItemDataRole.UserRole)))
+        self.itemActivated.connect(lambda it, _c: self.activated.emit(it.data(0, Qt.ItemDataRole.UserRole)))
+
+    def set_problems(self, problems: list[Problem]) -> None:
+        self.problems = list(problems)
+        self.clear()
+        for p in self.problems:
+            it = QTreeWidgetItem(["✖" if p.severity == "error" else "⚠", p.where, p.message, p.hint or ""])
+            it.setForeground(0, Qt.GlobalColor.red if p.severity == "error" else Qt.GlobalColor.darkYellow)
+            it.setToolTip(2, p.message + (f"\nhint: {p.hint}" if p.hint else ""))
+            it.setData(0, Qt.ItemDataRole.UserRole, p)
+            self.addTopLevelItem(it)
+
+    def row_of(self, problem: Problem) -> QTreeWidgetItem | None:
+        for i in range(self.topLevelItemCount()):
+            if self.topLevelItem(i).data(0, Qt.ItemDataRole.UserRole) == problem:
+                return self.topLevelItem(i)
+        return None
+
+    def summary(self) -> str:
+        e = sum(p.severity == "error" for p in self.problems)
+        w = len(self.problems) - e
+        return f"{e} error{'s' if e != 1 else ''}" + (f", {w} warning{'s' if w != 1 else ''}" if w else "")
