@@ -37,7 +37,16 @@ def copy_package(src: Path, dst: Path, edits: dict[str, list[tuple[str, str]]] |
             assert old in text, f"{old!r} not in {p}"
             text = text.replace(old, new)
         p.write_text(text)
+    _authored(dst)
     return dst
+
+
+def _authored(root: Path) -> None:
+    """A package a test writes is authored here: record its content hash in the (isolated)
+    trust store, as the Studio's save does (studio/engine/trust.py, docs/security.md)."""
+    from studio.engine.package import folder_hash
+    from studio.engine.trust import record_authored
+    record_authored(folder_hash(root), path=root.resolve())
 
 
 @pytest.fixture

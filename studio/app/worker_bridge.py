@@ -43,6 +43,7 @@ class DeviceJob(QObject):
         self.future: cf.Future | None = None
         self.cancel_requested = False
         self.result = self.error = None
+        self.prepared: dict = {}
         self._done.connect(self._finish)
 
     @property
@@ -125,6 +126,7 @@ class DeviceWorkers(QObject):
             job.state = "running"
             try:
                 extra = prepare() if prepare is not None else {}
+                job.prepared = dict(extra or {})
                 args = {**kwargs, **(extra or {})}
                 result = self.client(lane).call(request, budget_s=budget_s or self.budgets[lane],
                                                 progress=progress, **args)

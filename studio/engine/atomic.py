@@ -31,3 +31,36 @@ def write_bytes(path: str | os.PathLike, data: bytes) -> None:
 
 def write_text(path: str | os.PathLike, text: str) -> None:
     write_bytes(path, text.encode("utf-8"))
+
+
+def write_many(items: dict[str | os.PathLike, bytes]) -> None:
+    """Write several files with the least window of a mixed state: every file is first written
+    to a temp file beside its target and fsynced, then all are renamed in one quick pass, then
+    the folders are fsynced. Each file is always one complete version; a crash in the rename
+    pass (microseconds) can leave some files new and some old, never a torn file."""
+    staged: list[tuple[str, Path]] = []
+    try:
+        for path, data in items.items():
+            path = Path(path)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+            staged.append((tmp, path))
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+        for tmp, path in staged:
+            os.replace(tmp, path)
+    except BaseException:
+        for tmp, _ in staged:
+            try:
+                os.unlink(tmp)
+            except FileNotFoundError:
+                pass
+        raise
+    for folder in sorted({str(p.parent) for _, p in staged}):
+        dfd = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)

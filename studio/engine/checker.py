@@ -55,12 +55,12 @@ def check_package(pkg: OpPackage, *, device=None, compile_kernel: bool = True) -
             rep.passed.append(name)
 
     rep.passed.append(f"signature well-formed (shape class {c.signature.shape_class})")
-    step("bindings carry the signature's tensors", [e.shifted(file=mf) if e.file is None else e for e in
-                                                    bindings_mod.check_against_signature(c.bindings, c.signature)])
-    if c.composite is not None:          # no kernel of its own: its steps are checked instead
+    if c.composite is not None:          # no kernel or bindings of its own: its steps are checked instead
         from .composite import check_composition
         step(f"composition resolves and wires its steps ({c.composite.chain()})", check_composition(pkg))
     else:
+        step("bindings carry the signature's tensors", [e.shifted(file=mf) if e.file is None else e for e in
+                                                        bindings_mod.check_against_signature(c.bindings, c.signature)])
         unknown = sorted(c.kernel.invocations.symbols() - _symbols(c))
         step("kernel invocations use signature symbols",
              [StudioError(f"[kernel] invocations uses unknown symbol(s) {', '.join(unknown)}", file=mf,

@@ -144,3 +144,35 @@ def load_package(path: str | os.PathLike) -> OpPackage:
     return OpPackage(root=root, contract=contract, files=files,
                      reference_source=_text(ref, str(root / contract.reference_file)),
                      kernel_source=kernel_source, hash=content_hash(files), backward_source=backward_source)
+
+
+def folder_hash(path: str | os.PathLike) -> str:
+    """The content hash of a package folder as load_package computes it, without parsing the
+    manifest (so a draft that does not load yet still has one)."""
+    root = Path(path)
+    files = {}
+    for p in _package_files(root):
+        rel = p.relative_to(root).as_posix()
+        files[rel] = _read_inside(root, rel, rel, str(root / MANIFEST))
+    return content_hash(files)
+
+
+def save_package(path: str | os.PathLike, files: dict[str, bytes | str]) -> str:
+    """Write (or overwrite) files of an op package crash-safely (studio/engine/atomic.py) and
+    record the resulting content hash as authored on this machine (studio/engine/trust.py).
+    Works for drafts that do not load yet: nothing typed is lost. Returns the content hash."""
+    from .atomic import write_many
+    from .trust import record_authored
+    root = Path(path)
+    staged = {}
+    for rel, data in files.items():
+        parts = Path(rel).parts
+        if Path(rel).is_absolute() or not parts or any(p in ("..", "") for p in parts):
+            raise StudioError(f"cannot save '{rel}': a package file must be a relative path inside the package",
+                              file=str(root), field=rel)
+        staged[root / rel] = data.encode("utf-8") if isinstance(data, str) else bytes(data)
+    root.mkdir(parents=True, exist_ok=True)
+    write_many(staged)
+    h = folder_hash(root)
+    record_authored(h, path=root.resolve())
+    return h

@@ -556,6 +556,14 @@ if __package__:
                 host.close()
         return Host(limits)
 
+    def prestart() -> None:
+        """Start a spare host now (it boots in ~0.2 s, in parallel with whatever comes next), so
+        that the first reference call does not wait for it."""
+        global _spare
+        with _lock:
+            if _spare is None or not _spare.alive:
+                _spare = Host(DEFAULT_LIMITS)
+
     def host_for(key: str, source: str, file: str, limits: Limits | None = None) -> Host:
         """The host holding this source (by content key), loading it on first use. Raises
         RemoteError when the source does not load."""

@@ -136,19 +136,21 @@ class ManifestCell(CodeCell):
         note.setWordWrap(True)
         note.setStyleSheet("color: #555")
         self.fields.addRow(note)
+        self._check: list[StudioError] = []
         self.binder.watch(FILE + MANIFEST, None, self._validate)
         self._validate()
 
     def rel(self) -> str:
         return MANIFEST
 
+    def set_check_problems(self, errs: list[StudioError]) -> None:
+        self._check = list(errs)
+        self._validate()
+
     def _validate(self) -> None:
-        err = self.doc.toml_problem
-        if err is None:
-            self.editor.set_markers([])
+        errs = [self.doc.toml_problem] if self.doc.toml_problem is not None else []
+        seen = {(e.line, e.col, e.message) for e in errs}
+        errs += [e for e in self._check if (e.line, e.col, e.message) not in seen]
+        self.set_problems(errs)
+        if not errs:
             self.message.show_ok("valid manifest")
-            self.set_status("ok", "ok")
-        else:
-            self.editor.set_markers([Marker(err.line, err.col, err.message)] if err.line else [])
-            self.message.show_error(err)
-            self.set_status("invalid", "error")

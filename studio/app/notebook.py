@@ -1,0 +1,166 @@
+"""The notebook: one op document as a column of cells in the order of the authoring journey —
+Op, Signature, Bindings, Tolerance & category, Backward, Reference, Kernel, Conformance,
+Gradcheck, Run — with op.toml as text for power users. Problems land in the cell they belong to
+and a click in the problems panel jumps to the exact line and column."""
+from __future__ import annotations
+
+from PySide6.QtCore import Qt, QTimer
+from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QLineEdit, QScrollArea, QVBoxLayout, QWidget
+
+from ..engine.manifest import Manifest
+from ..engine.package import MANIFEST
+from .cells.backward import BackwardCell
+from .cells.bindings import BindingsCell
+from .cells.code import KernelCell, ManifestCell, ReferenceCell
+from .cells.metadata import MetadataCell
+from .cells.signature import SignatureCell
+from .cells.tolerance import ToleranceCell
+from .problems import Problem
+
+EMBEDDED = ("signature", "bindings.text", "backward.text", "kernel.invocations")
+FIELD_CELL = {"signature": "signature", "bindings": "bindings", "tolerance": "tolerance", "backward": "backward",
+              "kernel": "kernel", "reference": "reference", "trust": "reference", "id": "op", "summary": "op",
+              "license": "op", "visibility": "op", "authors": "op"}
+
+
+def embedded_position(doc, line: int, col: int | None) -> tuple[str, int, int | None] | None:
+    """(field, line, col) inside an embedded text of op.toml for a position in op.toml."""
+    if not doc.data:
+        return None
+    m = Manifest(doc.data, doc.manifest_text, MANIFEST)
+    best = None
+    for dotted in EMBEDDED:
+        l0, c0 = m.position(dotted)
+        text = doc.field(dotted)
+        if l0 is None or not isinstance(text, str):
+            continue
+        last = l0 + text.count("\n")
+        if l0 <= line <= last and (best is None or l0 > best[1]):
+            best = (dotted, l0, c0)
+    if best is None:
+        return None
+    dotted, l0, c0 = best
+    return dotted, line - l0 + 1, (col - c0 + 1 if (col is not None and line == l0) else col)
+
+
+class Notebook(QWidget):
+    def __init__(self, doc, panels: list, background=None, parent=None):
+        super().__init__(parent)
+        self.doc = doc
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(0, 0, 0, 0)
+        nav = QHBoxLayout()
+        nav.setContentsMargins(8, 4, 8, 0)
+        self.heading = QLabel()
+        self.jump_box = QComboBox()
+        nav.addWidget(self.heading, 1)
+        nav.addWidget(QLabel("go to"))
+        nav.addWidget(self.jump_box)
+        lay.addLayout(nav)
+        self.scroll = QScrollArea()
+        self.scroll.setWidgetResizable(True)
+        self.scroll.setObjectName("notebook_scroll")
+        lay.addWidget(self.scroll)
+        inner = QWidget()
+        inner.setObjectName("notebook_inner")
+        inner.setStyleSheet("QWidget#notebook_inner { background: #f4f5f7; }")
+        self.column = QVBoxLayout(inner)
+        self.column.setSpacing(10)
+        self.column.setContentsMargins(12, 10, 12, 40)
+        self.scroll.setWidget(inner)
+
+        n = iter(range(0, 100))
+        contract = [MetadataCell(next(n), doc, background), SignatureCell(next(n), doc), BindingsCell(next(n), doc),
+                    ToleranceCell(next(n), doc), BackwardCell(next(n), doc), ReferenceCell(next(n), doc),
+                    KernelCell(next(n), doc)]
+        for p in panels:
+            p.number.setText(f"[{next(n)}]")
+        self.manifest = ManifestCell(next(n), doc)
+        self.manifest.set_expanded(False)
+        self.cells = {c.key: c for c in [*contract, *panels, self.manifest]}
+        for c in self.cells.values():
+            self.column.addWidget(c)
+            self.jump_box.addItem(c.title, c.key)
+        self.column.addStretch(1)
+        self.jump_box.activated.connect(lambda i: self.show_cell(self.jump_box.itemData(i)))
+        self._title()
+        doc.changed.connect(lambda *_: self._title())
+        doc.dirtyChanged.connect(lambda *_: self._title())
+
+    def _title(self) -> None:
+        where = str(self.doc.path) if self.doc.path else "not saved yet"
+        self.heading.setText(f"<b>{self.doc.field('id') or 'untitled'}</b>"
+                             f"{' ●' if self.doc.dirty else ''} <span style='color:#777'>— {where}</span>")
+
+    def cell(self, key: str):
+        return self.cells[key]
+
+    def show_cell(self, key: str) -> None:
+        c = self.cells[key]
+        if not c.expanded:
+            c.set_expanded(True)
+        # after layout settles, so the position is right even for a just-expanded cell
+        QTimer.singleShot(0, lambda: self.scroll.ensureWidgetVisible(c, 0, 10))
+        self.scroll.ensureWidgetVisible(c, 0, 10)
+
+    # ------------------------------------------------------------------ problems
+    def set_problems(self, problems: list[Problem]) -> None:
+        by_file: dict[str, list] = {}
+        embedded: dict[str, list] = {}
+        for p in problems:
+            if p.file == MANIFEST and p.line is not None:
+                hit = embedded_position(self.doc, p.line, p.col)
+                if hit is not None:
+                    embedded.setdefault(hit[0], []).append((p, hit[1], hit[2]))
+            by_file.setdefault(p.file, []).append(p)
+        from ..engine.errors import StudioError
+        as_err = {k: [StudioError(p.message, file=p.file, line=p.line, col=p.col, hint=p.hint) for p in v]
+                  for k, v in by_file.items()}
+        self.cells["kernel"].set_problems(as_err.get(self.doc.kernel_file, []))
+        self.cells["reference"].set_problems(as_err.get(self.doc.reference_file, []))
+        self.cells["manifest"].set_check_problems(as_err.get(MANIFEST, []))
+        from .editors import Marker
+        for dotted, cell_key in (("bindings.text", "bindings"), ("backward.text", "backward")):
+            found = embedded.get(dotted, [])
+            if found:
+                self.cells[cell_key].editor.set_markers([Marker(ln, c, p.message) for p, ln, c in found])
+
+    def jump(self, p: Problem) -> None:
+        """Show the cell a problem belongs to and put the cursor at its line and column."""
+        if p.file in (self.doc.kernel_file, self.doc.reference_file) and p.file is not None:
+            key = "kernel" if p.file == self.doc.kernel_file else "reference"
+            self.show_cell(key)
+            if p.line is not None:
+                self.cells[key].editor.goto(p.line, p.col)
+            return
+        if p.file == MANIFEST and p.line is not None:
+            hit = embedded_position(self.doc, p.line, p.col)
+            if hit is not None:
+                dotted, line, col = hit
+                self._jump_embedded(dotted, line, col)
+                return
+            self.show_cell("manifest")
+            self.cells["manifest"].editor.goto(p.line, p.col)
+            return
+        if p.field:
+            key = FIELD_CELL.get(p.field.split(".")[0])
+            if key:
+                self.show_cell(key)
+                return
+        self.show_cell("manifest")
+
+    def _jump_embedded(self, dotted: str, line: int, col: int | None) -> None:
+        if dotted == "signature":
+            self.show_cell("signature")
+            w: QLineEdit = self.cells["signature"].text
+            w.setFocus(Qt.FocusReason.OtherFocusReason)
+            w.setCursorPosition(max((col or 1) - 1, 0))
+        elif dotted == "kernel.invocations":
+            self.show_cell("kernel")
+            w = self.cells["kernel"].invocations
+            w.setFocus(Qt.FocusReason.OtherFocusReason)
+            w.setCursorPosition(max((col or 1) - 1, 0))
+        else:
+            key = "bindings" if dotted == "bindings.text" else "backward"
+            self.show_cell(key)
+            self.cells[key].editor.goto(line, col)

@@ -1,0 +1,174 @@
+"""Run cell: pick an input (the synthetic spiky signal or a .npy/.csv file), run the op on the
+device through the worker, and plot input against output — smooth at 10^6 samples through
+pyqtgraph's peak downsampling and clip-to-view. Export the plot (PNG/SVG) and the data."""
+from __future__ import annotations
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import Signal
+from PySide6.QtWidgets import (QComboBox, QFileDialog, QFormLayout, QHBoxLayout, QLabel, QLineEdit, QProgressBar,
+                               QPushButton, QSpinBox, QWidget)
+
+from ..cells.base import Cell
+
+SPIKY = "core/signal/spiky_signal@1"
+SOURCES = ["synthetic spiky signal", ".npy / .csv file"]
+
+
+def make_plot(title: str = "") -> pg.PlotWidget:
+    w = pg.PlotWidget(title=title, background="w")
+    w.setObjectName("run_plot")
+    w.addLegend(offset=(10, 10))
+    w.showGrid(x=True, y=True, alpha=0.25)
+    w.setMinimumHeight(300)
+    return w
+
+
+def add_curve(plot: pg.PlotWidget, x: np.ndarray, y: np.ndarray, name: str, colour: str, width: float = 1):
+    item = plot.plot(x, y, name=name, pen=pg.mkPen(colour, width=width), skipFiniteCheck=True)
+    item.setDownsampling(auto=True, method="peak")
+    item.setClipToView(True)
+    return item
+
+
+class RunPanel(Cell):
+    title = "Run"
+    key = "run"
+    runRequested = Signal(dict)      # {"source": "spiky"|"file", "n", "seed", "file", "params": {...}}
+    cancelRequested = Signal()
+    exportPlotRequested = Signal()
+    exportDataRequested = Signal()
+
+    def __init__(self, number: int, parent=None):
+        super().__init__(number, parent)
+        form = QFormLayout()
+        src_row = QHBoxLayout()
+        self.source = QComboBox()
+        self.source.addItems(SOURCES)
+        self.n = QSpinBox()
+        self.n.setRange(1, 16_777_216)
+        self.n.setValue(1_000_000)
+        self.n.setGroupSeparatorShown(True)
+        self.n.setPrefix("n = ")
+        self.seed = QSpinBox()
+        self.seed.setRange(0, 2**31 - 1)
+        self.seed.setValue(1)
+        self.seed.setPrefix("seed ")
+        self.file = QLineEdit()
+        self.file.setPlaceholderText("a 1-D .npy or .csv file")
+        self.browse = QPushButton("…")
+        self.browse.clicked.connect(self._browse)
+        for w in (self.source, self.n, self.seed, self.file, self.browse):
+            src_row.addWidget(w)
+        form.addRow("input", src_row)
+        self.params_row = QHBoxLayout()
+        self.params_box = QWidget()
+        self.params_box.setLayout(self.params_row)
+        form.addRow("params", self.params_box)
+        self.body_layout.addLayout(form)
+        bar = QHBoxLayout()
+        self.run_button = QPushButton("▶ Run on device")
+        self.run_button.setObjectName("run_run")
+        self.cancel_button = QPushButton("■ Cancel")
+        self.cancel_button.setEnabled(False)
+        self.progress = QProgressBar()
+        self.progress.setRange(0, 1)
+        self.progress.setTextVisible(False)
+        self.export_plot = QPushButton("Export plot…")
+        self.export_data = QPushButton("Export data…")
+        self.export_plot.setEnabled(False)
+        self.export_data.setEnabled(False)
+        for w in (self.run_button, self.cancel_button):
+            bar.addWidget(w)
+        bar.addWidget(self.progress, 1)
+        bar.addWidget(self.export_plot)
+        bar.addWidget(self.export_data)
+        self.body_layout.addLayout(bar)
+        self.info = QLabel("A kernel with no receipt runs on your own device from its first compile.")
+        self.info.setWordWrap(True)
+        self.body_layout.addWidget(self.info)
+        self.plot = make_plot()
+        self.body_layout.addWidget(self.plot)
+        self.param_spins: dict[str, QSpinBox] = {}
+        self.data: dict[str, np.ndarray] = {}
+        self.source.currentIndexChanged.connect(self._source_changed)
+        self.run_button.clicked.connect(lambda: self.runRequested.emit(self.request()))
+        self.cancel_button.clicked.connect(self.cancelRequested.emit)
+        self.export_plot.clicked.connect(self.exportPlotRequested.emit)
+        self.export_data.clicked.connect(self.exportDataRequested.emit)
+        self._source_changed()
+
+    def _source_changed(self) -> None:
+        spiky = self.source.currentIndex() == 0
+        self.n.setVisible(spiky)
+        self.seed.setVisible(spiky)
+        self.file.setVisible(not spiky)
+        self.browse.setVisible(not spiky)
+
+    def _browse(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, "Input signal", "", "Arrays (*.npy *.csv)")
+        if path:
+            self.file.setText(path)
+
+    def set_params(self, params: list[tuple[str, int, int, int]]) -> None:
+        """(name, value, lo, hi) per signature param (spiky input aside)."""
+        if [n for n, *_ in params] == list(self.param_spins):
+            return
+        while self.params_row.count():
+            it = self.params_row.takeAt(0)
+            if it.widget():
+                it.widget().deleteLater()
+        self.param_spins = {}
+        for name, value, lo, hi in params:
+            s = QSpinBox()
+            s.setRange(lo, hi)
+            s.setValue(value)
+            s.setPrefix(f"{name} = ")
+            s.setObjectName(f"run_param_{name}")
+            self.params_row.addWidget(s)
+            self.param_spins[name] = s
+        self.params_row.addStretch(1)
+
+    def request(self) -> dict:
+        return {"source": "spiky" if self.source.currentIndex() == 0 else "file", "n": self.n.value(),
+                "seed": self.seed.value(), "file": self.file.text().strip(),
+                "params": {k: s.value() for k, s in self.param_spins.items()}}
+
+    # ------------------------------------------------------------------ states
+    def started(self, what: str) -> None:
+        self.run_button.setEnabled(False)
+        self.cancel_button.setEnabled(True)
+        self.progress.setRange(0, 0)
+        self.info.setText(what)
+        self.set_status("running", "busy")
+
+    def stopped(self, text: str, kind: str) -> None:
+        self.run_button.setEnabled(True)
+        self.cancel_button.setEnabled(False)
+        self.progress.setRange(0, 1)
+        self.progress.setValue(1 if kind == "ok" else 0)
+        self.set_status(text, kind)
+
+    def show_error(self, err) -> None:
+        self.stopped("error", "error")
+        self.info.setText(f"<span style='color:#b3261e'>✖ {err.format() if hasattr(err, 'format') else err}</span>"
+                          .replace("\n", "<br>"))
+
+    def show_result(self, x: np.ndarray, y: np.ndarray, label: str, seconds: float) -> None:
+        self.data = {"input": np.asarray(x), "output": np.asarray(y)}
+        self.plot.clear()
+        x = np.asarray(x, dtype=np.float32).reshape(-1)
+        y = np.asarray(y, dtype=np.float32).reshape(-1)
+        shift = max((x.size - y.size) // 2, 0)
+        add_curve(self.plot, np.arange(x.size, dtype=np.float64), x, "input", "#9aa5b1")
+        add_curve(self.plot, np.arange(y.size, dtype=np.float64) + shift, y,
+                  f"{label}" + (f" (centred, +{shift})" if shift else ""), "#d1495b", 1.5)
+        self.plot.setXRange(0, max(min(x.size, 2000), 1), padding=0.02)
+        self.plot.enableAutoRange(axis="y")
+        self.plot.setAutoVisible(y=True)
+        self.stopped("done", "ok")
+        self.export_plot.setEnabled(True)
+        self.export_data.setEnabled(True)
+        self.info.setText(f"{x.size:,} samples in, {y.size:,} out; the op ran on the device in {seconds:.2f} s "
+                          "(the plot shows the first samples — drag or zoom out: the curves are peak-downsampled "
+                          "and clipped to the view)")
