@@ -1,4 +1,4 @@
-"""`scellis`: the headless front end. Exit 0 ok, 1 check failed, 2 usage or input error."""
+"""`scellis`: the headless front end. Exit 0 ok, 1 check failed, 2 usage or input error, 3 inconclusive (gradcheck)."""
 from __future__ import annotations
 
 import argparse
@@ -129,7 +129,7 @@ def cmd_check(args) -> int:
 
 
 def cmd_run(args) -> int:
-    from .engine.execution import run_op
+    from .engine.worker import WorkerClient
     pkg = _catalog(args).resolve(args.id)
     sig = pkg.contract.signature
     params = dict(_param(p) for p in args.param or [])
@@ -145,8 +145,11 @@ def cmd_run(args) -> int:
     if missing:
         raise StudioError(f"{pkg.id} needs input(s) {', '.join(missing)}", field="--input",
                           hint="--input NAME=FILE.npy (or .csv), once per input")
-    _warn_unproven(pkg)
-    outs = run_op(pkg, inputs, params, budget_bytes=args.budget)
+    # the device work runs in the worker process: a kernel that never finishes is killed at
+    # --timeout and reported (exit 2), never a hung terminal (docs/reliability.md)
+    with WorkerClient(budget_s=args.timeout) as worker:
+        _warn_unproven(pkg, worker.call("profile")["id"])
+        outs = worker.call("run", target=str(pkg.root), inputs=inputs, params=params, budget_bytes=args.budget)
     if args.out:
         targets = dict(o.partition("=")[::2] if "=" in o else (sig.outputs[i].name, o) for i, o in enumerate(args.out))
         for name, path in targets.items():
@@ -161,13 +164,13 @@ def cmd_run(args) -> int:
     return EXIT_OK
 
 
-def _warn_unproven(pkg) -> None:
+def _warn_unproven(pkg, profile_id: str | None = None) -> None:
     """Runs are never gated on a receipt; an unproven kernel only earns a warning."""
     try:
         from .engine.receipt import local_status
     except ImportError:
         return
-    status = local_status(pkg)
+    status = local_status(pkg, profile_id)
     if status != "valid":
         print(f"warning: {pkg.id} has no valid conformance receipt on this GPU profile ({status}); "
               f"running anyway — `scellis conform {pkg.id}` proves it", file=sys.stderr)
@@ -240,6 +243,51 @@ def cmd_profile(args) -> int:
     return EXIT_OK
 
 
+def cmd_gradcheck(args) -> int:
+    """Exit 0 pass, 1 fail, 3 inconclusive (a check that cannot fail certifies nothing)."""
+    from .engine.gradcheck import DEFAULT_H, gradcheck, write_receipt
+    pkg = _catalog(args).resolve(args.target)
+    params = dict(_param(p) for p in args.param or [])
+    rep = gradcheck(pkg, params, h=args.h if args.h is not None else DEFAULT_H, seed=args.seed,
+                    tolerance=args.tolerance)
+    out = rep.to_json()
+    if not args.no_receipt and args.tolerance is None:
+        out["receipt"] = str(write_receipt(pkg, rep))
+    if args.json:
+        print(json.dumps(out, indent=2))
+    else:
+        print("\n".join(rep.lines()))
+        if "receipt" in out:
+            print(f"  receipt  : {out['receipt']}")
+    return rep.exit_code
+
+
+def cmd_trust(args) -> int:
+    """Record the user's trust in a package's exact content (docs/security.md)."""
+    from .engine import trust
+    if args.list:
+        for h, e in sorted(trust.entries().items(), key=lambda kv: kv[1].get("at") or ""):
+            print(f"{e.get('kind', '?'):8s} {h[:16]}  {e.get('op') or '-'}  {e.get('path') or '-'}  {e.get('at') or ''}")
+        return EXIT_OK
+    if not args.targets:
+        raise StudioError("name a package to trust", field="PATH", hint="scellis trust PATH (or --list)")
+    for target in args.targets:
+        pkg = _catalog(args).resolve(target)
+        if args.revoke:
+            gone = trust.revoke(pkg)
+            print(f"{'revoked' if gone else 'was not trusted'}: {pkg.id}  ({pkg.hash[:16]})")
+            continue
+        before = trust.status(pkg)
+        if before.ok:
+            print(f"{pkg.id} is already trusted ({before.level}: {before.reason})")
+            continue
+        trust.trust(pkg)
+        print(f"trusted {pkg.id}  content hash {pkg.hash}\n"
+              f"  {pkg.reference_path} may now run (confined: docs/security.md); a change to any file of the\n"
+              f"  package makes it untrusted again")
+    return EXIT_OK
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="scellis", description="Author GPU compute ops as content and prove them right.")
     ap.add_argument("--ops-path", action="append", metavar="DIR", help="extra folder of op packages")
@@ -262,6 +310,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--input", action="append", metavar="[NAME=]FILE")
     p.add_argument("--out", action="append", metavar="[NAME=]FILE")
     p.add_argument("--budget", type=int, metavar="BYTES", help="refuse runs needing more memory")
+    p.add_argument("--timeout", type=float, default=5.0, metavar="SECONDS",
+                   help="stop a run that takes longer (default 5 s); the kernel is killed with its worker")
     p.set_defaults(fn=cmd_run)
     p = sub.add_parser("demo", help="headless demo: spike removal on a synthetic signal, plot to PNG")
     p.add_argument("--out", default="scellis-demo.png")
@@ -282,6 +332,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(fn=cmd_receipts)
     p = sub.add_parser("profile", help="print this machine's GPU profile")
     p.set_defaults(fn=cmd_profile)
+    p = sub.add_parser("trust", help="allow the Python reference of a package you did not write here to run")
+    p.add_argument("targets", nargs="*", metavar="PATH|ID")
+    p.add_argument("--revoke", action="store_true", help="forget the trust instead")
+    p.add_argument("--list", action="store_true", help="list trusted and authored content hashes")
+    p.set_defaults(fn=cmd_trust)
+    p = sub.add_parser("gradcheck", help="check a declared backward by finite differences (exit 3: inconclusive)")
+    p.add_argument("target", metavar="PATH|ID")
+    p.add_argument("--param", action="append", metavar="NAME=VALUE")
+    p.add_argument("--json", action="store_true", help="the report with every probe, for plotting")
+    p.add_argument("--h", type=float, help="central-difference step (default 1e-3)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--tolerance", type=float, help="override the declared gradient tolerance (writes no receipt)")
+    p.add_argument("--no-receipt", action="store_true", help="do not write receipts/gradcheck/<hash>.json")
+    p.set_defaults(fn=cmd_gradcheck)
     return ap
 
 

@@ -22,6 +22,8 @@ RANDOM_CASES = {
     "mean": lambda r: ({"x": r.uniform(-3, 3, size=65_537)}, {}),
     "mse": lambda r: ({"a": r.normal(size=9999), "b": r.normal(size=9999)}, {}),
     "spiky_signal": lambda r: ({}, {"n": 50_000, "seed": 11}),
+    "unfold": lambda r: ({"x": r.normal(size=1001)}, {"w": 9}),
+    "median_rows": lambda r: ({"u": r.normal(size=(500, 7))}, {}),
 }
 
 

@@ -16,6 +16,7 @@ _CHUNK = 1 << 15  # windows per block: keeps memory flat (no full n x w sort at 
 
 
 def forward(x, *, w):
+    """gather -> sort -> middle"""
     w = int(w)
     windows = sliding_window_view(np.asarray(x), w)
     y = np.empty(windows.shape[0], dtype=windows.dtype)
@@ -35,9 +36,27 @@ def argmedian(x, *, w):
 
 
 def vjp(x, dy, *, w):
-    """Route dy[i] to x[i + argmedian_i]; zero elsewhere (max-pooling's relative)."""
+    """cotangent routed to the argmedian index
+
+    dx[i + argmedian_i] += dy[i], zero elsewhere (max-pooling's relative)."""
     dy = np.asarray(dy)
     k = argmedian(x, w=w)
     dx = np.zeros(np.shape(x), dtype=np.result_type(dy.dtype, np.float32))
     np.add.at(dx, np.arange(k.shape[0]) + k, dy)
     return dx
+
+
+def kinks(x, *, w, h):
+    """Per output: True where moving every input by at most h can make another element the
+    median (an order crossing at the middle rank: a gap next to the median of at most 2h)."""
+    w = int(w)
+    windows = sliding_window_view(np.asarray(x, dtype=np.float64), w)
+    mid = w // 2
+    near = np.zeros(windows.shape[0], dtype=bool)
+    for s in range(0, windows.shape[0], _CHUNK):
+        srt = np.sort(windows[s:s + _CHUNK], axis=-1)
+        if mid > 0:
+            near[s:s + _CHUNK] |= srt[:, mid] - srt[:, mid - 1] <= 2 * h
+        if mid + 1 < w:
+            near[s:s + _CHUNK] |= srt[:, mid + 1] - srt[:, mid] <= 2 * h
+    return near

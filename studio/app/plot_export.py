@@ -1,7 +1,10 @@
-"""Plots of signals written to PNG/SVG with pyqtgraph, with or without a screen."""
+"""Plots and data out of the Studio: pyqtgraph plots to PNG/SVG, arrays to .npy/.csv — every file
+written crash-safely (temp, fsync, rename). Also used headless by `scellis demo`."""
 from __future__ import annotations
 
+import io
 import os
+import tempfile
 
 import numpy as np
 
@@ -32,17 +35,28 @@ def signal_plot(series: list[tuple[str, np.ndarray, str]], title: str, *, width:
 
 def export_plot(widget, path: str) -> None:
     """PNG or SVG by extension, written crash-safely."""
-    import tempfile
-
     import pyqtgraph.exporters as ex
 
     from ..engine.atomic import write_bytes
-    svg = path.lower().endswith(".svg")
-    exporter = (ex.SVGExporter if svg else ex.ImageExporter)(widget.plotItem)
+    svg = str(path).lower().endswith(".svg")
+    item = widget.plotItem if hasattr(widget, "plotItem") else widget
+    exporter = (ex.SVGExporter if svg else ex.ImageExporter)(item)
     if not svg:
-        exporter.parameters()["width"] = widget.width()
+        exporter.parameters()["width"] = max(int(widget.width()), 400)
     with tempfile.TemporaryDirectory() as d:
         tmp = os.path.join(d, "plot" + (".svg" if svg else ".png"))
         exporter.export(tmp)
         with open(tmp, "rb") as f:
             write_bytes(path, f.read())
+
+
+def save_array(path: str, arr: np.ndarray) -> None:
+    """.csv (one value per row, or one row per sample) or .npy, written crash-safely."""
+    from ..engine.atomic import write_bytes
+    arr = np.asarray(arr)
+    buf = io.BytesIO()
+    if str(path).lower().endswith(".csv"):
+        np.savetxt(buf, arr.reshape(arr.shape[0], -1) if arr.ndim else arr.reshape(1, 1), delimiter=",", fmt="%.9g")
+    else:
+        np.save(buf, arr, allow_pickle=False)
+    write_bytes(path, buf.getvalue())

@@ -81,20 +81,20 @@ class DocumentSession(QObject):
 
     # ------------------------------------------------------------------ receipts
     def keep_receipt(self, receipt: dict, target: str) -> str | None:
-        """Where the receipt of a passing run on ``target`` lives, carried into the document's folder
-        when the document on disk has exactly the proven content. Returns the path shown to the user."""
+        """Where the receipt of a passing run on ``target`` lives (the worker wrote it beside the package
+        it proved); carried into the document's own folder when the document on disk has exactly the
+        proven content. Returns the path shown to the user."""
         if not receipt:
             return None
         name = f"{receipt.get('gpu_profile', {}).get('id', 'profile')}.json"
-        text = json.dumps(receipt, indent=2, sort_keys=True) + "\n"
         where = Path(target) / "receipts" / name
         if not where.is_file():
-            write_text(where, text)
+            write_text(where, json.dumps(receipt, indent=2, sort_keys=True) + "\n")
         pkg_hash = receipt.get("hashes", {}).get("package")
         if self.doc.path and not self.doc.dirty and self.doc.content_hash() == pkg_hash:
             dest = self.doc.path / "receipts" / name
-            if dest != where:
-                write_text(dest, text)
+            if dest.resolve() != where.resolve():
+                write_text(dest, where.read_text("utf-8"))
             return str(dest)
         return str(where)
 

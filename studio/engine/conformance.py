@@ -136,6 +136,8 @@ def conform(pkg: OpPackage, *, device=None, seed: int = 0, large: bool = False, 
     """Run the generated corpus on the device against the reference. ``progress(done, total)``
     is called after each batch."""
     from .device import get_device
+    from .sandbox import prestart
+    prestart()          # the reference's confined process boots while the device and corpus get ready
     device = device or get_device()
     t0 = time.perf_counter()
     corpus = generate(pkg.contract.signature, seed=seed, large=large)

@@ -15,6 +15,7 @@ from .tolerance import Tolerance, parse_tolerance
 ID_RE = re.compile(r"^(?P<ns>[a-z][a-z0-9_-]*)/(?P<author>[a-z0-9][a-z0-9_.-]*)/(?P<name>[a-z][a-z0-9_]*)@(?P<version>[1-9][0-9]*)$")
 VISIBILITIES = ("private", "workspace", "public")
 PRECISIONS = ("f64", "f32")
+MAX_AUTHORS = 64
 
 
 @dataclass(frozen=True)
@@ -105,7 +106,10 @@ def build_contract(m: Manifest) -> Contract:
     authors = m.get("authors", list, required=False, default=[])
     if not all(isinstance(a, str) for a in authors):
         raise StudioError("authors must be a list of strings", file=m.file, field="authors")
-    license_ = m.get("license", str, required=False)
+    if len(authors) > MAX_AUTHORS or any(len(a) > 200 for a in authors):
+        raise StudioError(f"authors: at most {MAX_AUTHORS} names of at most 200 characters", file=m.file,
+                          field="authors")
+    license_ = m.get("license", str, required=False, max_len=1000)
     backward = _embedded(m, "backward.text", parse_backward)
     composite = _composite(m, backward)
     return Contract(

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from .contract import Contract, build_contract
 from .errors import StudioError
-from .manifest import read_manifest
+from .manifest import read_manifest, utf8_error
 
 MANIFEST = "op.toml"
 MAX_FILE_BYTES = 1 << 20          # a kernel or reference over 1 MiB is refused
@@ -19,8 +19,15 @@ EXCLUDED_DIRS = {"receipts", "__pycache__"}
 def _package_files(root: Path) -> list[Path]:
     """Every regular file that is part of the content (receipts are *about* the content)."""
     files = []
+    inside = root.resolve()
     for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
         dirnames[:] = sorted(d for d in dirnames if d not in EXCLUDED_DIRS and not d.startswith("."))
+        for d in dirnames:                 # a symlinked folder is not walked; one leading out is refused
+            link = Path(dirpath) / d
+            if link.is_symlink() and not link.resolve().is_relative_to(inside):
+                rel = link.relative_to(root).as_posix()
+                raise StudioError(f"'{rel}' is a symlink leading outside the package folder", file=str(link),
+                                  field=rel, hint="keep every file of the op inside its package folder")
         for name in sorted(filenames):
             if name.startswith(".") or name.endswith((".pyc", "~")):
                 continue
@@ -32,7 +39,7 @@ def _read_inside(root: Path, rel: str, field: str, manifest_file: str) -> bytes:
     p = root / rel
     try:
         real = p.resolve(strict=True)
-    except (FileNotFoundError, OSError):
+    except (FileNotFoundError, OSError, ValueError):      # ValueError: a NUL in the name
         raise StudioError(f"{field} names '{rel}', which does not exist in the package",
                           file=manifest_file, field=field, hint=f"create {p} or fix the file name") from None
     if not real.is_relative_to(root.resolve()):
@@ -43,14 +50,18 @@ def _read_inside(root: Path, rel: str, field: str, manifest_file: str) -> bytes:
     size = real.stat().st_size
     if size > MAX_FILE_BYTES:
         raise StudioError(f"{field} '{rel}' is {size} bytes (limit {MAX_FILE_BYTES})", file=str(p), field=field)
-    return real.read_bytes()
+    with open(real, "rb") as f:            # bounded: a file that grows after the stat is still refused
+        data = f.read(MAX_FILE_BYTES + 1)
+    if len(data) > MAX_FILE_BYTES:
+        raise StudioError(f"{field} '{rel}' is over {MAX_FILE_BYTES} bytes (limit)", file=str(p), field=field)
+    return data
 
 
 def _text(raw: bytes, file: str) -> str:
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise StudioError(f"not UTF-8 (byte {e.start})", file=file, hint="save the file as UTF-8") from None
+        raise utf8_error(raw, e, file) from None
 
 
 def content_hash(files: dict[str, bytes]) -> str:
@@ -123,7 +134,8 @@ def load_package(path: str | os.PathLike) -> OpPackage:
     contract = build_contract(manifest)
     listed = _package_files(root)
     if len(listed) > MAX_FILES:
-        raise StudioError(f"package holds {len(listed)} files (limit {MAX_FILES})", file=str(root))
+        raise StudioError(f"package holds {len(listed)} files (limit {MAX_FILES})", file=str(root),
+                          hint="remove files the op does not need: every file of the folder is part of its content")
     files: dict[str, bytes] = {}
     for p in listed:
         rel = p.relative_to(root).as_posix()

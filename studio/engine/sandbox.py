@@ -33,9 +33,6 @@ import os
 import struct
 import sys
 
-if __package__:  # imported as studio.engine.sandbox (the engine side)
-    from .errors import StudioError  # noqa: F401  (re-exported for callers)
-
 # ----------------------------------------------------------------------------- codec
 # frame = u32 header length | header (JSON, utf-8) | per buffer: u64 length | bytes
 _U32, _U64 = struct.Struct("<I"), struct.Struct("<Q")
@@ -434,7 +431,8 @@ if __package__:
         def __init__(self, limits: Limits = DEFAULT_LIMITS, *, audit_hook: bool = True):
             """audit_hook=False exists for tests that prove the kernel-level confinement alone."""
             self.limits = limits
-            self.tmp = tempfile.mkdtemp(prefix="scellis-sandbox-")
+            _sweep_once()
+            self.tmp = tempfile.mkdtemp(prefix=f"scellis-sandbox-{os.getpid()}-")
             env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": self.tmp, "TMPDIR": self.tmp,
                    "LANG": "C.UTF-8", "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1",
                    "MKL_NUM_THREADS": "1", "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1"}
@@ -535,6 +533,27 @@ if __package__:
                 except Exception:
                     pass
             shutil.rmtree(self.tmp, ignore_errors=True)
+
+    _swept = False
+
+    def _sweep_once() -> None:
+        """Remove temporary folders of hosts whose engine process is gone (a SIGKILLed device
+        worker takes its hosts with it, but cannot remove their folders)."""
+        global _swept
+        if _swept:
+            return
+        _swept = True
+        import glob
+        for d in glob.glob(os.path.join(tempfile.gettempdir(), "scellis-sandbox-*-*")):
+            pid = os.path.basename(d).split("-")[2]
+            if not pid.isdigit() or int(pid) == os.getpid():
+                continue
+            try:
+                os.kill(int(pid), 0)
+            except ProcessLookupError:
+                shutil.rmtree(d, ignore_errors=True)
+            except PermissionError:
+                pass
 
     def _int(v):
         return v if isinstance(v, int) and not isinstance(v, bool) else None

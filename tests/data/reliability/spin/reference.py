@@ -1,0 +1,6 @@
+"""Reference for user/test/spin@1: there is none that finishes; conformance is not its point."""
+import numpy as np
+
+
+def forward(x, *, k):
+    raise RuntimeError("spin never finishes: it exists to be stopped by the device worker")
