@@ -8,7 +8,7 @@ import json
 
 import numpy as np
 import pytest
-from PySide6.QtCore import QTimer
+from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QTextCursor
 from PySide6.QtWidgets import QApplication
 
@@ -44,13 +44,16 @@ def type_replace(editor, old: str, new: str) -> None:
 
 
 def new_op_through_dialog(qtbot, win: MainWindow, folder, name="windowed_median", author="me"):
+    """File ▸ New op from template: fill the dialog's fields and press OK."""
     def fill():
-        dlg = QApplication.activeModalWidget()
-        assert isinstance(dlg, NewOpDialog), dlg
+        dlg = next((w for w in QApplication.topLevelWidgets() if isinstance(w, NewOpDialog) and w.isVisible()), None)
+        if dlg is None:
+            QTimer.singleShot(20, fill)
+            return
         dlg.name.setText(name)
         dlg.author.setText(author)
         dlg.folder.setText(str(folder))
-        dlg.accept()
+        qtbot.mouseClick(dlg.buttons.button(dlg.buttons.StandardButton.Ok), Qt.MouseButton.LeftButton)
     QTimer.singleShot(0, fill)
     win.act_new.trigger()
     view = win.current()
@@ -82,7 +85,7 @@ def test_the_story_through_the_gui(qtbot, window, tmp_path):
     type_replace(kernel, GOOD_GUARD, FIRST_DRAFT)
     assert FIRST_DRAFT in view.doc.text("forward.wgsl") and view.doc.dirty
     panel = view.conformance_panel
-    qtbot.mouseClick(panel.run_button, 1)
+    qtbot.mouseClick(panel.run_button, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: panel.chip.text() in ("PASS", "FAIL", "error"), timeout=90_000)
     assert panel.chip.text() == "FAIL", panel.summary.text()
     rep = panel.report
@@ -103,7 +106,7 @@ def test_the_story_through_the_gui(qtbot, window, tmp_path):
     type_replace(kernel, FIRST_DRAFT, GOOD_GUARD)
     assert win.save_current() == pkg_dir
     assert not view.doc.dirty and GOOD_GUARD in (pkg_dir / "forward.wgsl").read_text()
-    qtbot.mouseClick(panel.run_button, 1)
+    qtbot.mouseClick(panel.run_button, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: panel.run_button.isEnabled() and panel.chip.text() in ("PASS", "FAIL", "error"),
                     timeout=90_000)
     assert panel.chip.text() == "PASS", panel.summary.text()
@@ -121,18 +124,23 @@ def test_the_story_through_the_gui(qtbot, window, tmp_path):
     from studio.engine.worker import HANDLERS
     if "gradcheck" in HANDLERS:
         gp = view.gradcheck_panel
-        qtbot.mouseClick(gp.run_button, 1)
+        qtbot.mouseClick(gp.run_button, Qt.MouseButton.LeftButton)
         qtbot.waitUntil(lambda: gp.run_button.isEnabled() and gp.chip.text() not in ("", "running"), timeout=90_000)
         assert gp.chip.text() == "PASS", gp.verdict.text()
         xs, ys = gp.scatter.getData()
         assert len(xs) > 0 and np.allclose(xs, ys, atol=1e-6)
-        rows = [gp.mutants.item(r, 2).text() for r in range(gp.mutants.rowCount())]
-        assert rows and all(r.upper().startswith("REJECT") for r in rows)
+        assert len(gp.skipped.getData()[0]) == gp.report["skipped"] > 0      # kinks skipped, and shown
+        fates = [m["fate"] for m in gp.report["negative_controls"]]
+        assert "REJECTED" in fates and "passed" not in fates
+        shown = [gp.mutants.item(r, 2).text() for r in range(gp.mutants.rowCount())]
+        assert len(shown) == len(fates) and any(t.startswith("REJECTED") for t in shown)
+        assert any("negative control" in ln for ln in gp.text.toPlainText().splitlines())
+        assert list((pkg_dir / "receipts" / "gradcheck").glob("*.json"))
 
     # 5. a run on the spiky signal (10^6 samples) with its plot
     rp = view.run_panel
     assert rp.n.value() == 1_000_000 and rp.param_spins["w"].value() == 7
-    qtbot.mouseClick(rp.run_button, 1)
+    qtbot.mouseClick(rp.run_button, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: rp.chip.text() in ("done", "error"), timeout=90_000)
     assert rp.chip.text() == "done", rp.info.text()
     x, y = rp.data["input"], rp.data["output"]

@@ -6,7 +6,7 @@ import pytest
 from conftest import BUILTINS, EXAMPLES, MEDIAN, _authored, copy_package
 from studio.engine.autodiff import Tape
 from studio.engine.catalog import Catalog
-from studio.engine.composite import memory_plan, parse_composition
+from studio.engine.composite import memory_plan
 from studio.engine.errors import StudioError
 from studio.engine.execution import run_op
 from studio.engine.gradcheck import gradcheck, write_receipt
@@ -182,10 +182,17 @@ def test_a_failing_or_stale_gradcheck_is_refused(device, catalog, pkg_copy, tmp_
         tape.backward(tape.call(load_package(fixed), {"x": tape.leaf(np.ones(9), trainable=True)}, {"w": 3})["y"])
 
 
+def _line_of(root, start: str) -> int:
+    return next(n for n, raw in enumerate((root / "op.toml").read_text().splitlines(), 1) if raw.startswith(start))
+
+
 def test_composition_errors_point_at_the_step(tmp_path, catalog):
+    bad = copy_package(COMPOSITE, tmp_path / "syntax", {"op.toml": [("(x; w = w)", "(x; w = )")]})
     with pytest.raises(StudioError) as e:
-        parse_composition("u = core/shape/unfold@1(x; w = )", file="op.toml", line=20)
-    assert (e.value.file, e.value.line) == ("op.toml", 20)
+        load_package(bad)
+    at = (_line_of(bad, "u = core/shape/unfold@1"), len("u = core/shape/unfold@1(x; w = ") + 1)
+    assert (e.value.file.endswith("op.toml"), (e.value.line, e.value.col)) == (True, at), e.value.format()
+    from studio.engine.checker import check_package
     for old, new, needle in [
         ("y = core/reduce/median_rows@1(u)", "y = core/reduce/median_rowz@1(u)", "no op 'core/reduce/median_rowz@1'"),
         ("y = core/reduce/median_rows@1(u)", "y = core/reduce/median_rows@1(v)", "'v' is not an input"),
@@ -193,15 +200,29 @@ def test_composition_errors_point_at_the_step(tmp_path, catalog):
         ("y = core/reduce/median_rows@1(u)", "z = core/reduce/median_rows@1(u)", "no step produces the output 'y'"),
     ]:
         root = copy_package(COMPOSITE, tmp_path / f"c{abs(hash(new))}", {"op.toml": [(old, new)]})
-        from studio.engine.checker import check_package
         rep = check_package(load_package(root), compile_kernel=False)
         assert not rep.ok and needle in rep.errors[0].message, rep.errors[0].format()
-        assert rep.errors[0].line is not None and rep.errors[0].file.endswith("op.toml")
+        e = rep.errors[0]
+        assert (e.file.endswith("op.toml"), e.line, e.col, e.field) == (True, _line_of(root, new[:2]), 1,
+                                                                       "backward.text"), e.format()
 
 
-def test_composite_backward_needs_a_composition(tmp_path):
+def test_composite_backward_needs_its_steps(tmp_path):
     root = copy_package(MEDIAN, tmp_path / "m", {"op.toml": [
         ("text = 'vjp x: reference(vjp) on device(\"backward.wgsl\")'", 'text = "composite"'),
         ('invocations = "n"\nbindings = """\n@group(0) @binding(0) x  :', 'unused = """\n@group(0) @binding(0) x  :')]})
-    with pytest.raises(StudioError, match=r"needs a \[composite\] section"):
+    with pytest.raises(StudioError, match=r"'composite' without steps") as e:
         load_package(root)
+    assert (e.value.line, e.value.col) == (_line_of(root, 'text = "composite"'), len('text = "') + 1)
+    assert "u = core/shape/unfold@1(x; w = w)" in e.value.hint
+
+
+def test_an_old_composite_section_is_refused(tmp_path):
+    root = copy_package(COMPOSITE, tmp_path / "old", {"op.toml": [
+        ('[backward]\ntext = """\ncomposite\nu = core/shape/unfold@1(x; w = w)\ny = core/reduce/median_rows@1(u)\n"""',
+         '[composite]\nsteps = """\nu = core/shape/unfold@1(x; w = w)\ny = core/reduce/median_rows@1(u)\n"""\n\n'
+         '[backward]\ntext = "composite"')]})
+    with pytest.raises(StudioError, match=r"a \[composite\] section") as e:
+        load_package(root)
+    assert (e.value.line, e.value.col, e.value.field) == (_line_of(root, "[composite]"), 1, "composite")
+    assert "after 'composite'" in e.value.message

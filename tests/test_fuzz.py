@@ -58,7 +58,9 @@ BINDINGS = [
     "@group(0) @binding(0) y : storage read_write f32[n]\n@group(0) @binding(1) p : uniform { n: u32 = n, seed: u32 = seed }",
 ]
 BACKWARDS = [
-    "nondifferentiable", "composite", "vjp x: reference(vjp)",
+    "nondifferentiable", "composite\nu = core/shape/unfold@1(x; w = w)\ny = core/reduce/median_rows@1(u)",
+    "\n# a composite: its steps\ncomposite\na, b = ns-1/au.th/op_2@12(x, taps = t; k = n - w + 1, q = cdiv(n, 2))\n"
+    "  y = user/demo/f@1(a;)   # comment\n", "composite", "vjp x: reference(vjp)",
     'vjp x: reference(vjp_x) on device("backward.wgsl")\nvjp taps: reference(vjp_taps)',
     "vjp x: route(dy, to = argmedian)", "\n# comment\nvjp a, b: reference(vjp)\n",
 ]
@@ -69,6 +71,7 @@ PUNCT = ["(", ")", "[", "]", "{", "}", ",", ";", ":", "->", "-", "+", "*", "/", 
          "<", ">=", ">", "==", "!=", "#", '"', "\n", " ", "\t", "\r\n", "\\"]
 WORDS = ["f32", "u32", "i32", "bf16", "f64", "finite", "any", "nonneg", "in", "odd", "even", "vjp", "reference",
          "route", "on", "device", "to", "composite", "nondifferentiable", "group", "binding", "storage", "uniform",
+         "core/shape/unfold@1", "a/b/c@1", "a/b/c@0", "A/b/c@1",
          "read", "read_write", "min", "max", "cdiv", "n", "w", "x", "y", "_", "ünï", "λ", "0", "1", "-1",
          "99999999999999999999999999", "1e999", "0x10", "1.", ".", "NaN", "inf", "\x00", "\u202e", "😀"]
 TOKENS = PUNCT + WORDS
@@ -173,6 +176,18 @@ def gen_bindings(rng: random.Random) -> str:
     return rng.choice(["\n", "\n\n", "\r\n", "\n# x\n"]).join(lines)
 
 
+def gen_step(rng: random.Random) -> str:
+    def names(lo: int) -> str:
+        return ", ".join(rng.choice(NAMES) for _ in range(rng.randint(lo, 3)))
+    args = ", ".join(rng.choice([rng.choice(NAMES), f"{rng.choice(NAMES)} = {rng.choice(NAMES)}"])
+                     for _ in range(rng.randint(0, 3)))
+    params = ", ".join(f"{rng.choice(NAMES)} = {gen_expr(rng, 2)}" for _ in range(rng.randint(0, 3)))
+    op = rng.choice(["core/shape/unfold@1", "core/reduce/median_rows@1", "ns-1/au.th/op_2@12", "a/b/c@1",
+                     "a/b/c@0", "a/b@1", "core/shape/unfold"])
+    tail = rng.choice([f"; {params}", f";{params}", "", ";"])
+    return f"{names(rng.choice([0, 1, 1, 1, 1, 1]))} = {op}({args}{tail})"
+
+
 def gen_backward(rng: random.Random) -> str:
     decls = []
     for _ in range(rng.randint(0, 4)):
@@ -182,7 +197,12 @@ def gen_backward(rng: random.Random) -> str:
             f'reference(vjp) on device("{rng.choice(["backward.wgsl", "", "a b"])}")',
             f"route({rng.choice(NAMES)}, to = {rng.choice(NAMES)})", "route(dy)", "reference(vjp) on device()"])
         decls.append(rng.choice([f"vjp {names}: {rule}", "composite", "nondifferentiable", f"vjp {names}"]))
-    return "\n".join(decls)
+    if rng.random() < 0.5:       # a composite and its steps (valid when nothing else is declared)
+        if rng.random() < 0.6:
+            decls = []
+        at = rng.choice([0, 0, 0, len(decls)])
+        decls[at:at] = ["composite"] * rng.choice([1, 1, 1, 0]) + [gen_step(rng) for _ in range(rng.randint(0, 4))]
+    return rng.choice(["\n", "\n\n", "\r\n", "\n# x\n", "\n  "]).join(decls)
 
 
 def generated(gen):
@@ -253,7 +273,8 @@ def test_fuzz_expr():
 
 # ------------------------------------------------------------------ the manifest loader
 MANIFEST_SEEDS = [(REPO / p / "op.toml").read_text() for p in (
-    "examples/windowed_median", "resources/ops/core/spiky_signal", "resources/ops/core/fir",
+    "examples/windowed_median", "examples/windowed_median_composite", "resources/ops/core/spiky_signal",
+    "resources/ops/core/fir",
     "tests/data/reliability/fill")]
 TOML_TOKENS = ['"', '"""', "'", "'''", "[", "]", "[[", "]]", "=", "\n", "#", ".", ",", "{", "}", "true", "1e3",
                "-0", "nan", "1979-05-27T07:32:00Z", "0x_1", "id", "kernel", "tolerance", "bindings", "backward",

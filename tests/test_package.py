@@ -75,6 +75,15 @@ def test_bindings_error_points_into_op_toml(pkg_copy):
     assert line[e.value.col - 1:].startswith("write")
 
 
+def test_field_lines_count_only_toml_newlines(pkg_copy):
+    """A U+2028 or U+0085 inside a string is no line break for TOML, nor for the positions."""
+    root = pkg_copy(op__toml=[('summary = "', 'summary = "\u2028\x85'), ("x: f32[n] finite", "x: f64[n] finite")])
+    with pytest.raises(StudioError) as e:
+        load_package(root)
+    line = (root / "op.toml").read_text().split("\n")[e.value.line - 1]
+    assert line[e.value.col - 1:].startswith("f64"), e.value.format()
+
+
 def test_invalid_toml_reports_line_and_column(pkg_copy):
     root = pkg_copy(op__toml=[('summary = "', 'summary = ')])
     with pytest.raises(StudioError) as e:

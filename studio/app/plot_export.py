@@ -40,14 +40,38 @@ def export_plot(widget, path: str) -> None:
     from ..engine.atomic import write_bytes
     svg = str(path).lower().endswith(".svg")
     item = widget.plotItem if hasattr(widget, "plotItem") else widget
-    exporter = (ex.SVGExporter if svg else ex.ImageExporter)(item)
-    if not svg:
-        exporter.parameters()["width"] = max(int(widget.width()), 400)
     with tempfile.TemporaryDirectory() as d:
         tmp = os.path.join(d, "plot" + (".svg" if svg else ".png"))
-        exporter.export(tmp)
+        if svg:
+            try:
+                ex.SVGExporter(item).export(tmp)
+            except (ValueError, IndexError):
+                # pyqtgraph's SVG post-processing does not parse every Qt version's path syntax;
+                # Qt's own SVG generator paints the same scene as vectors
+                _qt_svg(widget, tmp)
+        else:
+            exporter = ex.ImageExporter(item)
+            exporter.parameters()["width"] = max(int(widget.width()), 400)
+            exporter.export(tmp)
         with open(tmp, "rb") as f:
             write_bytes(path, f.read())
+
+
+def _qt_svg(widget, path: str) -> None:
+    from PySide6.QtCore import QRect, QSize
+    from PySide6.QtGui import QPainter
+    from PySide6.QtSvg import QSvgGenerator
+    gen = QSvgGenerator()
+    gen.setFileName(path)
+    size = QSize(max(widget.width(), 400), max(widget.height(), 300))
+    gen.setSize(size)
+    gen.setViewBox(QRect(0, 0, size.width(), size.height()))
+    gen.setTitle("Scellis Studio plot")
+    p = QPainter(gen)
+    try:
+        widget.render(p)
+    finally:
+        p.end()
 
 
 def save_array(path: str, arr: np.ndarray) -> None:

@@ -88,7 +88,7 @@ class GradcheckController(QObject):
         job = self.workers.submit("proof", "gradcheck", prepare=self.session.target(), **kwargs)
         self.job = job
         job.progress.connect(self.panel.on_progress)
-        job.succeeded.connect(lambda rep: (self.panel.show_report(rep), self.finished.emit(rep)))
+        job.succeeded.connect(lambda rep: self._done(job, rep))
         job.failed.connect(self.panel.show_error)
         job.cancelled.connect(lambda: self.panel.stopped("cancelled", "warn"))
         return job
@@ -96,3 +96,8 @@ class GradcheckController(QObject):
     def cancel(self) -> None:
         if self.job is not None:
             self.workers.cancel(self.job)
+
+    def _done(self, job, rep: dict) -> None:
+        self.session.carry_receipts()
+        self.panel.show_report(rep)
+        self.finished.emit(rep)

@@ -98,6 +98,11 @@ class DocumentSession(QObject):
             return str(dest)
         return str(where)
 
+    def carry_receipts(self) -> None:
+        """Receipts proven on a snapshot belong to the saved package too when its content is the same."""
+        if self.doc.path and not self.doc.dirty:
+            snapshots.carry_receipts(self.doc.content_hash(), self.doc.path)
+
     # ------------------------------------------------------------------ saving
     def save(self, folder: Path | None = None) -> Path:
         path = save_document(self.doc, folder)

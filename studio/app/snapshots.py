@@ -56,15 +56,18 @@ def _prune(root: Path) -> None:
 
 
 def carry_receipts(package_hash: str, dest: Path) -> list[Path]:
-    """Copy receipts issued on the snapshot of ``package_hash`` into ``dest/receipts``."""
+    """Copy the receipts issued on the snapshot of ``package_hash`` (conformance: receipts/*.json;
+    gradcheck: receipts/gradcheck/<hash>.json) into ``dest/receipts``, when they are for that content."""
     src = snapshots_dir() / package_hash[:24] / "receipts"
     out = []
-    for r in sorted(src.glob("*.json")) if src.is_dir() else []:
+    found = sorted(src.glob("*.json")) + sorted(src.glob("gradcheck/*.json")) if src.is_dir() else []
+    for r in found:
         try:
             data = json.loads(r.read_text("utf-8"))
         except (OSError, json.JSONDecodeError):
             continue
-        if data.get("hashes", {}).get("package") == package_hash:
-            write_bytes(dest / "receipts" / r.name, r.read_bytes())
-            out.append(dest / "receipts" / r.name)
+        if package_hash in (data.get("hashes", {}).get("package"), data.get("hash")):
+            target = dest / "receipts" / r.relative_to(src)
+            write_bytes(target, r.read_bytes())
+            out.append(target)
     return out

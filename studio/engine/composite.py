@@ -1,5 +1,5 @@
-"""Composite ops: an op declared as a composition of other ops ([composite] steps in op.toml,
-grammar: resources/grammars/composite.lark). Its forward runs the steps; its backward is derived
+"""Composite ops: an op declared as a composition of other ops (its steps follow `composite` in
+[backward] text, parsed by studio/engine/backward.py). Its forward runs the steps; its backward is derived
 by reverse mode over them (studio/engine/autodiff.py on the device, `reference_vjp` here on the
 reference path). The price is memory: every intermediate is materialized (`memory_plan`)."""
 from __future__ import annotations
@@ -8,64 +8,10 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from lark import Tree
 
+from .backward import Step
 from .errors import StudioError
-from .expr import Expr, build
-from .grammar import Source, parse
 from .signature import DTYPE_BYTES
-
-EXAMPLE = "u = core/shape/unfold@1(x; w = w)"
-
-
-@dataclass(frozen=True)
-class Step:
-    outputs: tuple[str, ...]
-    op: str                                      # namespace/author/name@version
-    args: tuple[tuple[str | None, str], ...]     # (callee input or None when positional, value name)
-    params: tuple[tuple[str, Expr], ...]         # callee param = expression over the composite's symbols
-    line: int
-    col: int
-
-    def __str__(self):
-        args = ", ".join(v if k is None else f"{k} = {v}" for k, v in self.args)
-        params = ", ".join(f"{k} = {e}" for k, e in self.params)
-        return f"{', '.join(self.outputs)} = {self.op}({args}{'; ' + params if params else ''})"
-
-
-@dataclass(frozen=True)
-class Composition:
-    steps: tuple[Step, ...]
-    text: str
-    file: str | None = None
-
-    def __str__(self):
-        return "\n".join(map(str, self.steps))
-
-    def chain(self) -> str:
-        return " -> ".join(s.op for s in self.steps)
-
-
-def parse_composition(text: str, *, file: str | None = None, line: int = 1, col: int = 1) -> Composition:
-    src = Source(text, file, line, col)
-    return parse("composite", src, lambda tree: _composition(tree, src), EXAMPLE)
-
-
-def _composition(tree: Tree, src: Source) -> Composition:
-    steps = []
-    for st in filter(None, tree.children):
-        kids = list(st.children)
-        args_t = next((k for k in kids if isinstance(k, Tree) and k.data == "args"), None)
-        params_t = next((k for k in kids if isinstance(k, Tree) and k.data == "params"), None)
-        toks = [k for k in kids if not isinstance(k, Tree) and k is not None]
-        outs, op = toks[:-1], toks[-1]
-        args = tuple((None, str(a.children[0])) if a.data == "positional" else (str(a.children[0]), str(a.children[1]))
-                     for a in (args_t.children if args_t else []))
-        params = tuple((str(p.children[0]), build(p.children[1], src)) for p in (params_t.children if params_t else []))
-        steps.append(Step(tuple(map(str, outs)), str(op), args, params, *src.at(st.meta.line, st.meta.column)))
-    if not steps:
-        raise src.error("no steps in the composition", src.at(1, 1), f"write one step per line, e.g. {EXAMPLE}")
-    return Composition(tuple(steps), src.text, src.file)
 
 
 # ------------------------------------------------------------------ binding the steps to ops
@@ -97,7 +43,8 @@ def bind(pkg, catalog=None) -> list[BoundStep]:
     comp = pkg.contract.composite
     sig = pkg.contract.signature
     cat = catalog or default_catalog()
-    err = lambda st, msg, hint: StudioError(msg, file=comp.file, line=st.line, col=st.col, hint=hint)
+    err = lambda st, msg, hint: StudioError(msg, file=comp.file, line=st.line, col=st.col, field="backward.text",
+                                            hint=hint)
     known = {t.name for t in sig.inputs}
     bound = []
     for st in comp.steps:
@@ -144,7 +91,7 @@ def bind(pkg, catalog=None) -> list[BoundStep]:
     missing = [t.name for t in sig.outputs if t.name not in known]
     if missing:
         raise StudioError(f"no step produces the output '{missing[0]}' of {sig.name}", file=comp.file,
-                          line=comp.steps[-1].line, col=comp.steps[-1].col,
+                          line=comp.steps[-1].line, col=comp.steps[-1].col, field="backward.text",
                           hint=f"name a step's output {missing[0]}")
     return bound
 

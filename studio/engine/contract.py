@@ -4,7 +4,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from .backward import Backward, parse_backward
+from .backward import Backward, Composition, parse_backward
 from .bindings import BindingDescriptor, parse_bindings
 from .errors import StudioError
 from .expr import Expr
@@ -80,7 +80,7 @@ class Contract:
     extra: dict = field(default_factory=dict)
     gradient_tolerance: float | None = None        # [backward] gradient_tolerance (docs/gradients.md)
     backward_kernel: BackwardKernelSpec | None = None
-    composite: object | None = None                # composite.Composition, from [composite] steps
+    composite: Composition | None = None           # the steps after `composite` in [backward] text
 
 
 def _embedded(m: Manifest, dotted: str, parse):
@@ -110,8 +110,9 @@ def build_contract(m: Manifest) -> Contract:
         raise StudioError(f"authors: at most {MAX_AUTHORS} names of at most 200 characters", file=m.file,
                           field="authors")
     license_ = m.get("license", str, required=False, max_len=1000)
+    _no_composite_section(m)
     backward = _embedded(m, "backward.text", parse_backward)
-    composite = _composite(m, backward)
+    composite = backward.composition
     return Contract(
         id=op_id,
         summary=m.get("summary", str, max_len=400),
@@ -180,13 +181,12 @@ def _backward_kernel(m: Manifest, backward: Backward) -> BackwardKernelSpec | No
                               bindings=_embedded(m, "backward.bindings", parse_bindings))
 
 
-def _composite(m: Manifest, backward: Backward):
-    """[composite] steps: the op as a composition of other ops (studio/engine/composite.py)."""
-    has = isinstance(m.data.get("composite"), dict)
-    if backward.kind == "composite" and not has:
-        raise StudioError("backward 'composite' needs a [composite] section naming the op's steps", file=m.file,
-                          field="composite.steps", hint="see docs/gradients.md, 'Composite ops'")
-    if not has:
-        return None
-    from .composite import parse_composition
-    return _embedded(m, "composite.steps", parse_composition)
+def _no_composite_section(m: Manifest) -> None:
+    """A composite's steps live in its backward text; an old [composite] section is not read."""
+    if "composite" in m.data:
+        line = next((n for n, raw in enumerate(m.text.split("\n"), 1) if raw.strip().startswith("[composite]")),
+                    None)
+        raise StudioError("a [composite] section: a composite op's steps go in [backward] text, after 'composite'",
+                          file=m.file, line=line, col=1 if line else None, field="composite",
+                          hint='write text = """ then composite, then one step per line such as '
+                               'u = core/shape/unfold@1(x; w = w), then """ under [backward]')

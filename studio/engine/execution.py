@@ -40,7 +40,7 @@ def forward_program(pkg: OpPackage) -> KernelProgram:
     c = pkg.contract
     if c.kernel is None:
         raise StudioError(f"{pkg.id} is a composite op: it has no kernel of its own", file=pkg.manifest_path,
-                          field="composite.steps", hint="run it with run_op or in a workflow; its steps' kernels run")
+                          field="backward.text", hint="run it with run_op or in a workflow; its steps' kernels run")
     return KernelProgram(pkg.id, pkg.kernel_source, pkg.kernel_path, c.kernel.entry, c.kernel.workgroup_size,
                          c.kernel.invocations, c.bindings)
 

@@ -14,7 +14,8 @@ from .errors import StudioError
 
 GRAMMARS = Path(__file__).resolve().parents[2] / "resources" / "grammars"
 _FRIENDLY = {"NAME": "a name", "INT": "an integer", "FLOAT": "a decimal number", "STRING": "a quoted string",
-             "CMP": "a comparison (<=, <, >=, >, ==, !=)", "_NL": "a new line", "$END": "the end of the text"}
+             "CMP": "a comparison (<=, <, >=, >, ==, !=)",
+             "OPREF": "an op id (namespace/author/name@version)", "_NL": "a new line", "$END": "the end of the text"}
 T = TypeVar("T")
 
 
@@ -45,9 +46,11 @@ def parser(name: str) -> Lark:
     return Lark.open(str(GRAMMARS / f"{name}.lark"), parser="lalr", lexer="basic", propagate_positions=True)
 
 
-def parse(name: str, src: Source, build: Callable[[Tree], T], example: str) -> T:
+def parse(name: str, src: Source, build: Callable[[Tree], T], example: str,
+          explain: Callable[[UnexpectedInput], StudioError | None] | None = None) -> T:
     """Parse src with grammar `name` and build the result; every failure is a StudioError.
-    example: a valid text shown in the hint of a syntax error."""
+    example: a valid text shown in the hint of a syntax error. explain: a grammar's own words
+    for a syntax error it recognizes (None: the generic 'unexpected ...; expected ...')."""
     if not isinstance(src.text, str):
         raise StudioError(f"expected text, got {type(src.text).__name__}", file=src.file, line=src.line,
                           col=src.col, hint=f"write it as a string, e.g. {example}")
@@ -57,7 +60,7 @@ def parse(name: str, src: Source, build: Callable[[Tree], T], example: str) -> T
     except StudioError:
         raise
     except UnexpectedInput as e:
-        raise _syntax_error(p, src, e, example) from None
+        raise (explain and explain(e)) or _syntax_error(p, src, e, example) from None
     except Exception as e:  # absurd nesting (RecursionError), or a bug: still a StudioError, cause kept
         why = "it nests too deeply" if isinstance(e, RecursionError) else f"{type(e).__name__}: {e}"
         raise src.error(f"cannot read this text: {why}", src.at(1, 1), f"simplify it, e.g. {example}") from e

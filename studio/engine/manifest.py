@@ -47,7 +47,7 @@ class Manifest:
         """Line and column (1-based) where the *value* of a string field starts in op.toml."""
         table, _, key = dotted.rpartition(".")
         current = ""
-        for n, raw in enumerate(self.text.splitlines(), 1):
+        for n, raw in enumerate(self.text.split("\n"), 1):  # TOML lines end at \n only
             s = raw.strip()
             if s.startswith("[") and not s.startswith("[["):
                 current = s.strip("[] ")

@@ -40,19 +40,15 @@ def probe_points(report: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.n
     return tuple(np.asarray(v, dtype=np.float64) for v in (kept_a, kept_n, skip_a, skip_n))
 
 
-def mutant_rows(report: dict) -> list[tuple[str, str, str, bool]]:
-    """(mutant, what it does, fate, rejected?) for each negative-control mutant."""
-    ctl = report.get("negative_control", report.get("mutants", []))
-    if isinstance(ctl, dict):
-        ctl = ctl.get("mutants", [])
+def mutant_rows(report: dict) -> list[tuple[str, str, str, str]]:
+    """(mutant, what it does, fate, REJECTED | passed | n/a) for each negative-control mutant."""
     rows = []
-    for m in ctl or []:
-        fate = str(m.get("fate", m.get("verdict", "")))
-        rejected = m.get("rejected")
-        if rejected is None:
-            rejected = fate.lower().startswith("reject")
-        rows.append((str(m.get("name", m.get("kind", "?"))), str(m.get("description", m.get("what", ""))),
-                     fate or ("REJECTED" if rejected else "passed"), bool(rejected)))
+    for m in report.get("negative_controls", []) or []:
+        fate = str(m.get("fate", ""))
+        err = m.get("max_error")
+        shown = "n/a: identical to the declared vjp here" if fate == "n/a" else fate + (
+            f"  (max error {float(err):.2g})" if isinstance(err, (int, float)) else "")
+        rows.append((str(m.get("name", m.get("mutant", "?"))), str(m.get("description", "")), shown, fate))
     return rows
 
 
@@ -174,14 +170,19 @@ class GradcheckPanel(Cell):
         self.plot.addItem(self.skipped)
         rows = mutant_rows(report)
         self.mutants.setRowCount(len(rows))
-        for r, (name, what, fate, rejected) in enumerate(rows):
-            for c, v in enumerate((name, what, fate)):
+        for r, (name, what, shown, fate) in enumerate(rows):
+            for c, v in enumerate((name, what, shown)):
                 it = QTableWidgetItem(v)
                 if c == 2:
-                    it.setForeground(Qt.GlobalColor.darkGreen if rejected else Qt.GlobalColor.red)
+                    it.setForeground({"REJECTED": Qt.GlobalColor.darkGreen, "n/a": Qt.GlobalColor.gray}.get(
+                        fate, Qt.GlobalColor.red))
                 self.mutants.setItem(r, c, it)
-        bound = report.get("bound", {})
-        measured = bound.get("max_error", report.get("max_error")) if isinstance(bound, dict) else report.get("max_error")
-        self.verdict.setText(f"<b>{verdict.upper()}</b> — {ka.size} probes compared, {sa.size} skipped at kinks"
-                             + (f"; max |analytic − numeric| = {measured}" if measured is not None else "")
-                             + f"; {sum(r[3] for r in rows)} of {len(rows)} mutants rejected")
+        measured = report.get("max_error")
+        tol = report.get("tolerance")
+        rejected = sum(r[3] == "REJECTED" for r in rows)
+        self.verdict.setText(
+            f"<b>{verdict.upper()}</b> — {report.get('counted', ka.size)} probes compared, "
+            f"{report.get('skipped', sa.size)} skipped at kinks"
+            + (f"; max error {float(measured):.2g} (tolerance {tol})" if isinstance(measured, (int, float)) else "")
+            + f"; negative control: {rejected} of {len(rows)} mutants rejected"
+            + (f"<br>{report.get('why')}" if report.get("why") else ""))
