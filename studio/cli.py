@@ -207,7 +207,7 @@ def cmd_conform(args) -> int:
             rep = conform(pkg, seed=args.seed, large=args.large, only_case=args.case,
                           progress=lambda done, total: bar.update(task, completed=done, total=total))
     out = rep.to_json()
-    if args.case is None and not args.no_receipt:
+    if rep.ok and args.case is None and not args.no_receipt:   # a receipt is what a pass earns
         path = write_receipt(pkg, make_receipt(pkg, rep))
         out["receipt"] = str(path)
     if args.json:

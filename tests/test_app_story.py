@@ -157,6 +157,15 @@ def test_the_story_through_the_gui(qtbot, window, tmp_path):
     assert np.array_equal(np.load(tmp_path / "y.npy"), y)
     assert np.loadtxt(tmp_path / "y.csv", delimiter=",", dtype=np.float32).shape == y.shape
 
+    # 6. the same op on a signal from a file (.csv here): median of the median
+    np.savetxt(tmp_path / "signal.csv", x[:5000], delimiter=",")
+    rp.source.setCurrentIndex(1)
+    rp.file.setText(str(tmp_path / "signal.csv"))
+    qtbot.mouseClick(rp.run_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: rp.chip.text() in ("done", "error") and rp.data["input"].size == 5000, timeout=60_000)
+    assert rp.chip.text() == "done" and rp.data["output"].size == 5000 - 6
+    assert np.array_equal(rp.data["output"], y[:5000 - 6])
+
 
 def test_compile_error_is_marked_and_one_click_away(qtbot, window, tmp_path):
     view = new_op_through_dialog(qtbot, window, tmp_path, name="median_typo")
@@ -177,3 +186,21 @@ def test_compile_error_is_marked_and_one_click_away(qtbot, window, tmp_path):
     type_replace(kernel, "var win: array<f32, 31>\n", "var win: array<f32, 31>;\n")
     wait_checked(qtbot, view)
     assert [p for p in view.problems if p.file == "forward.wgsl"] == []
+
+
+def test_long_work_shows_progress_and_can_be_cancelled(qtbot, window, tmp_path):
+    view = new_op_through_dialog(qtbot, window, tmp_path, name="median_cancel")
+    panel = view.conformance_panel
+    panel.large.setChecked(True)
+    qtbot.mouseClick(panel.run_button, Qt.MouseButton.LeftButton)
+    assert not panel.run_button.isEnabled() and panel.cancel_button.isEnabled()
+    qtbot.waitUntil(lambda: panel.progress.maximum() > 0 or not panel.cancel_button.isEnabled(), timeout=60_000)
+    qtbot.mouseClick(panel.cancel_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: panel.run_button.isEnabled(), timeout=30_000)
+    if panel.chip.text() != "PASS":          # (on a very fast device it may finish first)
+        assert panel.chip.text() == "cancelled"
+    # the worker was restarted: the next run works
+    panel.large.setChecked(False)
+    qtbot.mouseClick(panel.run_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: panel.run_button.isEnabled(), timeout=90_000)
+    assert panel.chip.text() == "PASS", panel.summary.text()

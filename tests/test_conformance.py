@@ -148,3 +148,4 @@ def test_cli_conform_writes_a_receipt_and_exits_by_verdict(tmp_path):
     draft = copy_package(EXAMPLES / "windowed_median_first_draft", tmp_path / "d")
     res = subprocess.run([sys.executable, "-m", "studio.cli", "conform", str(draft)], capture_output=True, text=True)
     assert res.returncode == 1 and "minimum (n = w)" in res.stdout
+    assert not (draft / "receipts").exists()     # a failing run earns no receipt

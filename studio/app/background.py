@@ -24,10 +24,15 @@ class Background(QObject):
         self.serial = cf.ThreadPoolExecutor(max_workers=1, thread_name_prefix="studio-save")  # ordered writes
         self._deliver.connect(self._on_deliver)
         self.pending: set[cf.Future] = set()
+        self.closed = False
 
     def run(self, fn, on_done=None, on_error=None, *, ordered: bool = False) -> cf.Future:
         """Run ``fn()`` in a pool thread; then ``on_done(result)`` or ``on_error(exc)`` on the GUI thread.
         ``ordered`` jobs run one at a time in submission order (writes of the same file)."""
+        if self.closed:                      # the window is going away: nothing new starts
+            fut: cf.Future = cf.Future()
+            fut.cancel()
+            return fut
         fut = (self.serial if ordered else self.pool).submit(fn)
         self.pending.add(fut)
 
@@ -52,5 +57,6 @@ class Background(QObject):
         cf.wait(list(self.pending), timeout=timeout)
 
     def close(self) -> None:
+        self.closed = True
         self.serial.shutdown(wait=True)
         self.pool.shutdown(wait=False, cancel_futures=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import QSize, Qt, QTimer, Signal
 from PySide6.QtWidgets import (QFrame, QHBoxLayout, QLabel, QLineEdit, QTreeWidget, QTreeWidgetItem, QVBoxLayout,
                                QWidget)
 
@@ -15,34 +15,12 @@ RECEIPT_CHIP = {"valid": ("receipt ✔", "ok"), "none": ("no receipt", "idle"), 
                 "malformed": ("receipt unreadable", "error"), None: ("receipt …", "idle")}
 
 
-def scan(extra_roots: list[Path], profile_id: str | None) -> list[dict]:
-    """Every op in the catalog as a card's data (runs off the GUI thread)."""
-    from ..engine.catalog import Catalog
-    from ..engine.receipt import local_status
-    cat = Catalog.default(extra_roots)
-    cards = []
-    for pkg in cat.list():
-        c = pkg.contract
-        status = None
-        if profile_id:
-            try:
-                status = local_status(pkg, profile_id)
-            except Exception:  # noqa: BLE001 - a broken receipt folder must not hide the op
-                status = "malformed"
-        cards.append({"id": pkg.id, "summary": c.summary, "source": "builtin" if c.id.namespace == "core" else "user",
-                      "tolerance": str(c.tolerance), "category": c.tolerance.category, "path": str(pkg.root),
-                      "hash": pkg.hash, "receipt": status, "backward": c.backward.kind,
-                      "visibility": c.visibility})
-    problems = [e.format() for e in cat.problems]
-    return cards + [{"problem": p} for p in problems]
-
-
 class Card(QFrame):
     def __init__(self, d: dict, parent=None):
         super().__init__(parent)
         self.data = d
         self.setObjectName("card")
-        self.setStyleSheet("QFrame#card { background: white; border: 1px solid #ddd; border-radius: 6px; }")
+        self.setProperty("card", True)
         lay = QVBoxLayout(self)
         lay.setContentsMargins(8, 5, 8, 6)
         lay.setSpacing(2)
@@ -54,7 +32,7 @@ class Card(QFrame):
         lay.addLayout(top)
         summary = QLabel(d["summary"])
         summary.setWordWrap(True)
-        summary.setStyleSheet("color: #444")
+        summary.setProperty("note", True)
         lay.addWidget(summary)
         chips = QHBoxLayout()
         chips.addWidget(Chip(d["tolerance"], "ok" if d["tolerance"] == "exact" else "idle"))
@@ -64,6 +42,12 @@ class Card(QFrame):
         chips.addWidget(self.receipt)
         chips.addStretch(1)
         lay.addLayout(chips)
+        self.update_data(d)
+
+    def update_data(self, d: dict) -> None:
+        """Same card, new facts (a new hash after a save, a receipt issued)."""
+        self.data = d
+        self.receipt.set(*RECEIPT_CHIP.get(d.get("receipt"), RECEIPT_CHIP[None]))
         self.setToolTip(f"{d['path']}\nhash {d['hash'][:16]}\nbackward: {d['backward']}\nvisibility: {d['visibility']}")
 
 
@@ -99,28 +83,59 @@ class CatalogPanel(QWidget):
             self.groups[key] = it
         self.cards: dict[str, Card] = {}
         self.tree.itemDoubleClicked.connect(self._open)
+        self.setMinimumWidth(330)
+        self._fit_timer = QTimer(self, singleShot=True, interval=0)
+        self._fit_timer.timeout.connect(self._fit_cards)
+        self.tree.viewport().installEventFilter(self)
+
+    def eventFilter(self, obj, event) -> bool:  # noqa: N802
+        if obj is self.tree.viewport() and event.type() == event.Type.Resize:
+            self._fit_timer.start()
+        return False
+
+    def _fit_cards(self) -> None:
+        """Word-wrapped cards need their height for the width they really get."""
+        width = self.tree.viewport().width() - self.tree.indentation() - 4
+        for g in self.groups.values():
+            for i in range(g.childCount()):
+                it = g.child(i)
+                card = self.tree.itemWidget(it, 0)
+                if card is not None and width > 50:
+                    it.setSizeHint(0, QSize(width, card.layout().totalHeightForWidth(width)))
 
     def set_cards(self, cards: list[dict], profile: str | None = None) -> None:
+        """Show the catalog. When only receipt statuses changed, only those chips are touched."""
+        ops = [c for c in cards if "problem" not in c]
+        same = (len(ops) == len(self.cards) and
+                all(d["id"] in self.cards and _layout(self.cards[d["id"]].data) == _layout(d) for d in ops))
+        if same:
+            for d in ops:
+                self.cards[d["id"]].update_data(d)
+            self._status(cards, profile)
+            return
         for g in self.groups.values():
             g.takeChildren()
         self.cards = {}
-        problems = [c["problem"] for c in cards if "problem" in c]
-        for d in (c for c in cards if "problem" not in c):
+        for d in ops:
             it = QTreeWidgetItem(self.groups[d["source"]])
             it.setData(0, Qt.ItemDataRole.UserRole, d["path"])
             card = Card(d)
             it.setSizeHint(0, card.sizeHint())
             self.tree.setItemWidget(it, 0, card)
             self.cards[d["id"]] = card
-        n_user = self.groups["user"].childCount()
         self.groups["builtin"].setText(0, f"Builtins ({self.groups['builtin'].childCount()})")
-        self.groups["user"].setText(0, f"My ops ({n_user})")
+        self.groups["user"].setText(0, f"My ops ({self.groups['user'].childCount()})")
+        self._status(cards, profile)
+        self._apply_filter(self.filter.text())
+        self._fit_cards()
+
+    def _status(self, cards: list[dict], profile: str | None) -> None:
+        problems = [c["problem"] for c in cards if "problem" in c]
         text = f"{len(self.cards)} ops" + (f" · receipts judged for GPU profile {profile}" if profile else "")
         if problems:
             text += f"<br><span style='color:#b3261e'>{len(problems)} package(s) could not be read</span>"
             self.status.setToolTip("\n\n".join(problems))
         self.status.setText(text)
-        self._apply_filter(self.filter.text())
 
     def _apply_filter(self, text: str) -> None:
         t = text.strip().lower()
@@ -134,3 +149,8 @@ class CatalogPanel(QWidget):
         path = item.data(0, Qt.ItemDataRole.UserRole)
         if path:
             self.openRequested.emit(path)
+
+
+def _layout(d: dict) -> tuple:
+    """What a card shows besides its receipt chip and tooltip."""
+    return d["id"], d["source"], d["summary"], d["tolerance"], d["category"]

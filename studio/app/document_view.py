@@ -40,6 +40,7 @@ class DocumentView(QWidget):
         doc.changed.connect(self._signature_params)
         self._signature_params()
         self.checker._emit()
+        self.checker.timer.start()          # a first check soon after opening: problems show without an edit
 
     def _signature_params(self, key: str = "field:signature", _origin=None) -> None:
         if key == "field:signature":

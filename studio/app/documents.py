@@ -65,17 +65,34 @@ def save_document(doc: OpDocument, folder: str | os.PathLike | None = None) -> P
     return target
 
 
+def _template_source(d: Path) -> Path | None:
+    """A template folder is an op package, or holds template.toml naming the package it copies."""
+    import tomllib
+    meta = d / "template.toml"
+    if meta.is_file():
+        try:
+            src = tomllib.loads(meta.read_text("utf-8")).get("from")
+        except (OSError, tomllib.TOMLDecodeError):
+            return None
+        src = (REPO / src) if src else None
+        return src if src is not None and (src / MANIFEST).is_file() else None
+    return d if (d / MANIFEST).is_file() else None
+
+
 def templates() -> list[tuple[str, str]]:
-    """(name, summary) of each template folder under resources/templates."""
+    """(name, summary) of each template under resources/templates."""
     import tomllib
     out = []
     for d in sorted(TEMPLATES.iterdir()) if TEMPLATES.is_dir() else []:
-        if (d / MANIFEST).is_file():
-            try:
-                summary = tomllib.loads((d / MANIFEST).read_text("utf-8")).get("summary", "")
-            except (OSError, tomllib.TOMLDecodeError):
-                continue
-            out.append((d.name, summary))
+        src = _template_source(d) if d.is_dir() else None
+        if src is None:
+            continue
+        try:
+            meta = tomllib.loads((d / "template.toml").read_text("utf-8")) if (d / "template.toml").is_file() else {}
+            summary = meta.get("summary") or tomllib.loads((src / MANIFEST).read_text("utf-8")).get("summary", "")
+        except (OSError, tomllib.TOMLDecodeError):
+            continue
+        out.append((d.name, summary))
     return out
 
 
@@ -86,8 +103,8 @@ def create_from_template(template: str, folder: str | os.PathLike, name: str, au
                           field="name", hint="e.g. windowed_median")
     if not AUTHOR_RE.match(author):
         raise StudioError(f"author {author!r} must be lower case letters, digits, '.', '_' or '-'", field="author")
-    src = TEMPLATES / template
-    if not (src / MANIFEST).is_file():
+    src = _template_source(TEMPLATES / template) if (TEMPLATES / template).is_dir() else None
+    if src is None:
         raise StudioError(f"no template '{template}'", field="template",
                           hint="one of: " + ", ".join(n for n, _ in templates()))
     texts, binary = read_folder(src)

@@ -175,7 +175,8 @@ class OpDocument(QObject):
 
 
 # Optional manifest fields a form may clear (an empty string removes the key).
-OPTIONAL_EMPTY = {"license", "backward.subgradient", "backward.kinks", "tolerance.justification"}
+OPTIONAL_EMPTY = {"license", "backward.subgradient", "backward.kinks", "tolerance.justification",
+                  "backward.gradient_tolerance"}
 
 
 def _contract_problem(text: str) -> StudioError | None:

@@ -15,9 +15,11 @@ from .cells.code import KernelCell, ManifestCell, ReferenceCell
 from .cells.metadata import MetadataCell
 from .cells.signature import SignatureCell
 from .cells.tolerance import ToleranceCell
+from .editors import Marker
 from .problems import Problem
 
-EMBEDDED = ("signature", "bindings.text", "backward.text", "kernel.invocations")
+EMBEDDED = ("signature", "bindings.text", "backward.text", "kernel.invocations", "backward.bindings",
+            "backward.invocations")
 FIELD_CELL = {"signature": "signature", "bindings": "bindings", "tolerance": "tolerance", "backward": "backward",
               "kernel": "kernel", "reference": "reference", "trust": "reference", "id": "op", "summary": "op",
               "license": "op", "visibility": "op", "authors": "op"}
@@ -63,13 +65,12 @@ class Notebook(QWidget):
         lay.addWidget(self.scroll)
         inner = QWidget()
         inner.setObjectName("notebook_inner")
-        inner.setStyleSheet("QWidget#notebook_inner { background: #f4f5f7; }")
         self.column = QVBoxLayout(inner)
         self.column.setSpacing(10)
         self.column.setContentsMargins(12, 10, 12, 40)
         self.scroll.setWidget(inner)
 
-        n = iter(range(0, 100))
+        n = iter(range(1, 100))
         contract = [MetadataCell(next(n), doc, background), SignatureCell(next(n), doc), BindingsCell(next(n), doc),
                     ToleranceCell(next(n), doc), BackwardCell(next(n), doc), ReferenceCell(next(n), doc),
                     KernelCell(next(n), doc)]
@@ -117,13 +118,16 @@ class Notebook(QWidget):
         as_err = {k: [StudioError(p.message, file=p.file, line=p.line, col=p.col, hint=p.hint) for p in v]
                   for k, v in by_file.items()}
         self.cells["kernel"].set_problems(as_err.get(self.doc.kernel_file, []))
+        bw = self.cells["backward"]
+        bw.device_editor.set_markers([Marker(e.line, e.col, e.message) for e in as_err.get(bw.device_kernel(), [])
+                                      if e.line is not None])
         self.cells["reference"].set_problems(as_err.get(self.doc.reference_file, []))
         self.cells["manifest"].set_check_problems(as_err.get(MANIFEST, []))
-        from .editors import Marker
-        for dotted, cell_key in (("bindings.text", "bindings"), ("backward.text", "backward")):
+        for dotted, editor in (("bindings.text", self.cells["bindings"].editor), ("backward.text", bw.editor),
+                               ("backward.bindings", bw.device_bindings)):
             found = embedded.get(dotted, [])
             if found:
-                self.cells[cell_key].editor.set_markers([Marker(ln, c, p.message) for p, ln, c in found])
+                editor.set_markers([Marker(ln, c, p.message) for p, ln, c in found])
 
     def jump(self, p: Problem) -> None:
         """Show the cell a problem belongs to and put the cursor at its line and column."""
@@ -132,6 +136,11 @@ class Notebook(QWidget):
             self.show_cell(key)
             if p.line is not None:
                 self.cells[key].editor.goto(p.line, p.col)
+            return
+        if p.file is not None and p.file == self.cells["backward"].device_kernel():
+            self.show_cell("backward")
+            if p.line is not None:
+                self.cells["backward"].device_editor.goto(p.line, p.col)
             return
         if p.file == MANIFEST and p.line is not None:
             hit = embedded_position(self.doc, p.line, p.col)
@@ -155,12 +164,15 @@ class Notebook(QWidget):
             w: QLineEdit = self.cells["signature"].text
             w.setFocus(Qt.FocusReason.OtherFocusReason)
             w.setCursorPosition(max((col or 1) - 1, 0))
-        elif dotted == "kernel.invocations":
-            self.show_cell("kernel")
-            w = self.cells["kernel"].invocations
+        elif dotted in ("kernel.invocations", "backward.invocations"):
+            key = dotted.split(".")[0]
+            self.show_cell(key)
+            w = self.cells[key].invocations if key == "kernel" else self.cells[key].device_invocations
             w.setFocus(Qt.FocusReason.OtherFocusReason)
             w.setCursorPosition(max((col or 1) - 1, 0))
         else:
-            key = "bindings" if dotted == "bindings.text" else "backward"
+            editors = {"bindings.text": ("bindings", "editor"), "backward.text": ("backward", "editor"),
+                       "backward.bindings": ("backward", "device_bindings")}
+            key, attr = editors[dotted]
             self.show_cell(key)
-            self.cells[key].editor.goto(line, col)
+            getattr(self.cells[key], attr).goto(line, col)

@@ -1,6 +1,7 @@
 """The Studio's main window: the catalog, a notebook per open op, the problems panel."""
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 from PySide6.QtCore import Qt, QTimer
@@ -10,7 +11,7 @@ from PySide6.QtWidgets import (QDockWidget, QFileDialog, QLabel, QMainWindow, QM
 from ..engine.errors import StudioError
 from .autosave import AutosaveStore
 from .background import Background
-from .catalog_panel import CatalogPanel, scan
+from .catalog_panel import CatalogPanel
 from .document_view import DocumentView
 from .documents import create_from_template, open_package
 from .model import OpDocument
@@ -25,6 +26,10 @@ class MainWindow(QMainWindow):
     def __init__(self, *, workers: DeviceWorkers | None = None, store: AutosaveStore | None = None,
                  offer_recovery: bool = True):
         super().__init__()
+        # Background threads of this process (file writes, SPDX checks) hand the GIL back to the event
+        # loop within 1 ms instead of Python's default 5 ms: a paint that calls into Python dozens of
+        # times would otherwise wait that long at each call.
+        sys.setswitchinterval(0.001)
         self.setWindowTitle("Scellis Studio")
         if ICON.is_file():
             self.setWindowIcon(QIcon(str(ICON)))
@@ -67,8 +72,12 @@ class MainWindow(QMainWindow):
         self.workers.busyChanged.connect(lambda b: self.busy_label.setText("● device busy" if b else ""))
         self._actions()
         self.resize(1400, 900)
-        self.refresh_catalog()
+        QTimer.singleShot(0, lambda: (self.resizeDocks([pdock], [140], Qt.Orientation.Vertical),
+                                      self.resizeDocks([dock], [360], Qt.Orientation.Horizontal)))
         self._ask_profile()
+        self.refresh_catalog()
+        from ..engine import trust
+        self.background.run(trust._product_hashes)     # warm: judging an opened package's trust hashes these
         if offer_recovery:
             QTimer.singleShot(0, self.offer_recovery)
 
@@ -215,6 +224,7 @@ class MainWindow(QMainWindow):
         if ans == QMessageBox.StandardButton.Yes:
             view.session.trust_now()
             view.checker.check_now()
+            self._show_problems()
 
     # ------------------------------------------------------------------ recovery
     def offer_recovery(self) -> list[DocumentView]:
@@ -240,9 +250,12 @@ class MainWindow(QMainWindow):
 
     # ------------------------------------------------------------------ catalog, problems, profile
     def refresh_catalog(self) -> None:
-        roots = list(self.extra_roots)
+        """Re-read the catalog in the device worker (the ``catalog`` request, see catalog_scan.py)."""
+        roots = [str(r) for r in self.extra_roots]
         pid = self.profile.get("id") if self.profile else None
-        self.background.run(lambda: scan(roots, pid), lambda cards: self.catalog.set_cards(cards, pid))
+        job = self.workers.submit("edit", "catalog", supersede="catalog", roots=roots, profile_id=pid)
+        job.succeeded.connect(lambda cards: self.catalog.set_cards(cards, pid))
+        job.failed.connect(lambda e: self.catalog.status.setText(f"catalog: {getattr(e, 'message', e)}"))
 
     def _ask_profile(self) -> None:
         job = self.workers.submit("edit", "profile")
@@ -258,6 +271,7 @@ class MainWindow(QMainWindow):
 
     def _show_problems(self) -> None:
         view = self.current()
+        self.act_trust.setEnabled(view is not None and not view.session.runnable)
         self.problems.set_problems(view.problems if view else [])
         self.problems_dock.setWindowTitle(f"Problems — {self.problems.summary()}" if view else "Problems")
 

@@ -2,7 +2,7 @@
 convention — metadata, written where the card shows it, not buried in a comment."""
 from __future__ import annotations
 
-from PySide6.QtWidgets import QComboBox, QFormLayout, QLabel, QLineEdit
+from PySide6.QtWidgets import QComboBox, QFormLayout, QGroupBox, QLabel, QLineEdit
 
 from ...engine.backward import check_against_signature, parse_backward
 from ...engine.errors import StudioError
@@ -69,15 +69,37 @@ class BackwardCell(Cell):
         self.subgradient.setPlaceholderText("where the cotangent goes at a kink, e.g. to the element the forward selected")
         form.addRow("subgradient convention", self.subgradient)
         self.kinks = QLineEdit()
-        self.kinks.setPlaceholderText("optional: where the function has kinks (gradcheck skips probes there)")
-        form.addRow("kinks", self.kinks)
+        self.kinks.setPlaceholderText("optional: a reference function saying where the kinks are (gradcheck skips "
+                                      "probes there)")
+        form.addRow("kink predicate", self.kinks)
+        self.gradient_tolerance = QLineEdit()
+        self.gradient_tolerance.setPlaceholderText("max |analytic - numeric| gradcheck accepts, e.g. 1e-9")
+        form.addRow("gradient tolerance", self.gradient_tolerance)
         self.message = InlineMessage()
         form.addRow("", self.message)
         self.body_layout.addLayout(form)
+        # the declared VJP on the device: its launch, its bindings, its WGSL
+        self.device_box = QGroupBox("device VJP kernel")
+        dev = QFormLayout(self.device_box)
+        self.device_invocations = QLineEdit()
+        dev.addRow("invocations", self.device_invocations)
+        self.device_bindings = CodeEditor(None, min_lines=3, max_lines=10)
+        self.device_bindings.setObjectName("backward_bindings")
+        dev.addRow("bindings", self.device_bindings)
+        self.device_editor = CodeEditor("wgsl", min_lines=10, max_lines=30)
+        self.device_editor.setObjectName("backward_kernel_editor")
+        dev.addRow("kernel", self.device_editor)
+        self.body_layout.addWidget(self.device_box)
 
         self.binder.plain(self.editor, "backward.text")
         self.binder.line(self.subgradient, "backward.subgradient")
         self.binder.line(self.kinks, "backward.kinks")
+        self.binder.line(self.gradient_tolerance, "backward.gradient_tolerance", to_value=_tolerance_value,
+                         to_text=lambda v: f"{v:g}" if isinstance(v, (int, float)) else str(v))
+        self.binder.line(self.device_invocations, "backward.invocations")
+        self.binder.plain(self.device_bindings, "backward.bindings")
+        self.binder.file(self.device_editor, self.device_kernel)
+        self.binder.watch(FIELD + "backward.text", None, self._device_visible)
         self.kind.currentTextChanged.connect(lambda _t: self._form_edited())
         self.rules.edited.connect(self._form_edited)
         self.binder.watch(FIELD + "backward.text", self, self._from_model)
@@ -87,8 +109,27 @@ class BackwardCell(Cell):
         self._from_model()
         for w in (self.kind, self.rules):
             w.setEnabled(not doc.read_only)
-        for w in (self.editor, self.subgradient, self.kinks):
+        for w in (self.editor, self.subgradient, self.kinks, self.gradient_tolerance, self.device_invocations,
+                  self.device_bindings, self.device_editor):
             w.setReadOnly(doc.read_only)
+        self._device_visible()
+
+    def device_kernel(self) -> str:
+        """The device VJP's WGSL file, as the backward text names it (or [backward] kernel)."""
+        named = self.doc.field("backward.kernel")
+        if isinstance(named, str) and named:
+            return named
+        try:
+            bw = parse_backward(str(self.doc.field("backward.text") or ""))
+        except StudioError:
+            return "backward.wgsl"
+        return next((r.device_kernel for r in bw.rules if r.device_kernel), "backward.wgsl")
+
+    def _device_visible(self) -> None:
+        on = 'on device(' in str(self.doc.field("backward.text") or "")
+        self.device_box.setVisible(on)
+        if on:
+            self.device_editor.set_text(self.doc.text(self.device_kernel()))
 
     def _form_edited(self) -> None:
         kind = self.kind.currentText()
@@ -142,3 +183,14 @@ class BackwardCell(Cell):
         else:
             self.message.show_ok(KIND_NOTES.get(self.kind.currentText(), "ok"))
             self.set_status(self.kind.currentText(), "ok")
+
+
+def _tolerance_value(text: str):
+    text = text.strip()
+    if not text:
+        return ""
+    try:
+        return float(text)
+    except ValueError:
+        raise StudioError(f"gradient tolerance {text!r} is not a number", field="backward.gradient_tolerance",
+                          hint="e.g. 1e-9") from None

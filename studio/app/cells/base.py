@@ -4,33 +4,23 @@ from __future__ import annotations
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QToolButton, QVBoxLayout, QWidget
 
-CHIP_STYLES = {
-    "ok": ("#1e7b34", "#e3f4e7"),
-    "error": ("#b3261e", "#fbe4e2"),
-    "warn": ("#8a5a00", "#fff2d6"),
-    "busy": ("#1f5fa8", "#e2ecf8"),
-    "idle": ("#555555", "#eeeeee"),
-}
-
-
-def chip_css(kind: str) -> str:
-    fg, bg = CHIP_STYLES.get(kind, CHIP_STYLES["idle"])
-    return (f"QLabel {{ color: {fg}; background: {bg}; border: 1px solid {fg}; border-radius: 8px;"
-            f" padding: 1px 8px; font-size: 11px; }}")
-
-
 class Chip(QLabel):
     """A small rounded status label (ok / error / warn / busy / idle)."""
 
     def __init__(self, text: str = "", kind: str = "idle", parent=None):
         super().__init__(text, parent)
+        from ..style import install
+        install()
         self.kind = kind
         self.set(text, kind)
 
     def set(self, text: str, kind: str = "idle") -> None:
+        if kind != self.property("chip"):
+            self.setProperty("chip", kind)
+            self.style().unpolish(self)
+            self.style().polish(self)
         self.kind = kind
         self.setText(text)
-        self.setStyleSheet(chip_css(kind))
         self.setVisible(bool(text))
 
 
@@ -44,8 +34,9 @@ class Cell(QFrame):
         super().__init__(parent)
         self.setObjectName(f"cell_{self.key}")
         self.setFrameShape(QFrame.Shape.StyledPanel)
-        self.setStyleSheet(f"QFrame#cell_{self.key} {{ background: white; border: 1px solid #d6d6d6;"
-                           " border-radius: 6px; }")
+        self.setProperty("cell", True)
+        from ..style import install
+        install()
         outer = QVBoxLayout(self)
         outer.setContentsMargins(10, 6, 10, 10)
         head = QHBoxLayout()

@@ -99,6 +99,9 @@ class MetadataCell(Cell):
             self.background.run(lambda: license_problem(expr), lambda err: self._show_license(expr, err))
 
     def _show_license(self, expr, err) -> None:
+        import shiboken6
+        if not shiboken6.isValid(self.license_message):
+            return  # the cell was closed while the check ran
         if expr != self.doc.field("license"):
             return  # a newer edit is being checked
         if err is None:

@@ -125,6 +125,7 @@ class SignatureCell(Cell):
             self.message.show_error(StudioError("op.toml has no signature", field="signature",
                                                 hint="fill in the form, or write signature = \"...\""))
             self.caret.clear()
+            self.caret.setVisible(False)
             self.set_status("missing", "error")
             return None
         try:
@@ -132,9 +133,11 @@ class SignatureCell(Cell):
         except StudioError as e:
             self.message.show_error(e)
             self.caret.setText(caret_html(text, e.col if (e.line or 1) == 1 else None))
+            self.caret.setVisible(bool(self.caret.text()))
             self.set_status("invalid", "error")
             return None
         self.caret.clear()
+        self.caret.setVisible(False)
         self.message.show_ok("well-formed")
         self.shape_class.setText(f"<b>{sig.shape_class}</b> — " + (
             "output sizes follow from shapes and parameters: memory is budgeted before anything runs"

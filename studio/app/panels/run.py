@@ -21,13 +21,15 @@ def make_plot(title: str = "") -> pg.PlotWidget:
     w.addLegend(offset=(10, 10))
     w.showGrid(x=True, y=True, alpha=0.25)
     w.setMinimumHeight(300)
+    # plot-wide, so every curve added later gets it too (PlotItem.addItem applies its own settings)
+    w.getPlotItem().setDownsampling(auto=True, mode="peak")
+    w.getPlotItem().setClipToView(True)
     return w
 
 
 def add_curve(plot: pg.PlotWidget, name: str, colour: str, width: float = 1) -> pg.PlotDataItem:
     """An empty curve that peak-downsamples to the screen and draws only what is in view."""
-    item = pg.PlotDataItem(name=name, pen=pg.mkPen(colour, width=width), skipFiniteCheck=True,
-                           autoDownsample=True, downsampleMethod="peak", clipToView=True)
+    item = pg.PlotDataItem(name=name, pen=pg.mkPen(colour, width=width), skipFiniteCheck=True)
     plot.addItem(item)
     return item
 
@@ -87,6 +89,7 @@ class RunPanel(Cell):
         self.body_layout.addLayout(bar)
         self.info = QLabel("A kernel with no receipt runs on your own device from its first compile.")
         self.info.setWordWrap(True)
+        self.info.setMinimumHeight(self.info.fontMetrics().lineSpacing() * 2 + 4)   # no relayout when it changes
         self.body_layout.addWidget(self.info)
         self.plot = make_plot()
         self.body_layout.addWidget(self.plot)

@@ -1,0 +1,191 @@
+"""The document model and its views: one setter, one change signal; forms and the op.toml text
+edit the same model; inline validation speaks the engine's words at the engine's positions."""
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from studio.app import toml_edit
+from studio.app.cells.backward import BackwardCell
+from studio.app.cells.bindings import BindingsCell
+from studio.app.cells.code import KernelCell, ManifestCell
+from studio.app.cells.signature import SignatureCell, compose, decompose
+from studio.app.cells.tolerance import ToleranceCell
+from studio.app.documents import create_from_template, open_package, read_folder, save_document
+from studio.app.model import OpDocument
+from studio.engine.errors import StudioError
+from studio.engine.package import load_package
+from studio.engine.signature import EXAMPLE, parse_signature
+
+REPO = Path(__file__).resolve().parents[1]
+MEDIAN = REPO / "examples" / "windowed_median"
+
+
+@pytest.fixture
+def doc(tmp_path):
+    return open_package(create_from_template("windowed_median", tmp_path, "wm", "me"))
+
+
+# ------------------------------------------------------------------ toml_edit
+def test_targeted_edit_keeps_comments_and_order():
+    text = ('# my op\nid = "user/me/x@1"  # the id\nsummary = "s"\n\n[tolerance]\nclass = "exact" # why\n'
+            'category = "selection"\n\n[bindings]\ntext = """\nA\n"""\n')
+    out = toml_edit.set_value(text, "tolerance.class", "ulp(4)")
+    assert out == text.replace('class = "exact"', 'class = "ulp(4)"')
+    out = toml_edit.set_value(text, "bindings.text", "B\nC\n")
+    assert out.startswith('# my op\nid = "user/me/x@1"  # the id') and tomllib.loads(out)["bindings"]["text"] == "B\nC\n"
+    out = toml_edit.set_value(text, "license", "MIT")            # a new top-level key goes before the tables
+    assert tomllib.loads(out)["license"] == "MIT" and out.index("license") < out.index("[tolerance]")
+    out = toml_edit.set_value(text, "tolerance.justification", "because")   # joins its table
+    assert tomllib.loads(out)["tolerance"]["justification"] == "because" and "# why" in out
+    out = toml_edit.set_value(text, "summary", None)
+    assert "summary" not in tomllib.loads(out) and "# the id" in out
+
+
+def test_targeted_edit_never_writes_a_wrong_file():
+    text = 'id = "x"\nweird = [ "a", # c\n  "b" ]\n[t]\nk = 1\n'
+    for key, value in [("weird", ["z"]), ("t.k", 2), ("t.new", "v\nw"), ("id", 'q"uote\\')]:
+        out = toml_edit.set_value(text, key, value)
+        data = tomllib.loads(out)
+        node = data
+        for part in key.split(".")[:-1]:
+            node = node[part]
+        assert node[key.split(".")[-1]] == value
+
+
+# ------------------------------------------------------------------ the model
+def test_one_setter_and_change_events(doc):
+    events = []
+    doc.changed.connect(lambda k, o: events.append((k, o)))
+    doc.set("field:tolerance.class", "ulp(2)", origin="form")
+    assert ("field:tolerance.class", "form") in events and ("file:op.toml", "form") in events
+    assert 'class = "ulp(2)"' in doc.manifest_text and doc.dirty
+    events.clear()
+    doc.set("file:op.toml", doc.manifest_text.replace('category = "selection"', 'category = "elementwise"'), "text")
+    assert ("field:tolerance.category", "text") in events and doc.field("tolerance.category") == "elementwise"
+    events.clear()
+    doc.set("file:forward.wgsl", doc.text("forward.wgsl") + "\n// note\n", "editor")
+    assert events == [("file:forward.wgsl", "editor")]
+
+
+def test_a_form_edit_is_refused_while_the_toml_is_broken(doc):
+    doc.set("file:op.toml", doc.manifest_text.replace('summary = "', 'summary = '), None)
+    assert doc.toml_problem is not None and doc.toml_problem.line == 2
+    with pytest.raises(StudioError, match="syntax error"):
+        doc.set("field:summary", "x", None)
+
+
+def test_save_goes_through_the_engine_and_loads_back(doc, tmp_path):
+    doc.set("field:summary", "Edited summary", None)
+    dest = tmp_path / "copy"
+    save_document(doc, dest)
+    assert not doc.dirty and doc.path == dest
+    pkg = load_package(dest)
+    assert pkg.contract.summary == "Edited summary" and pkg.hash == doc.content_hash()
+    assert not list(dest.glob(".*.tmp"))
+
+
+def test_template_is_the_story_op(tmp_path):
+    root = create_from_template("windowed_median", tmp_path, "median7", "ana")
+    pkg = load_package(root)
+    assert pkg.id == "user/ana/median7@1"
+    story, _ = read_folder(MEDIAN)
+    mine, _ = read_folder(root)
+    for rel in ("forward.wgsl", "reference.py", "backward.wgsl", "op.toml"):
+        assert mine[rel].replace("user/ana/median7@1", "X") == story[rel].replace("user/demo/windowed_median@1", "X")
+    with pytest.raises(StudioError, match="already exists"):
+        create_from_template("windowed_median", tmp_path, "median7", "ana")
+    with pytest.raises(StudioError, match="lower case"):
+        create_from_template("windowed_median", tmp_path, "Median", "ana")
+
+
+# ------------------------------------------------------------------ forms and text, one model
+def test_signature_form_and_text_stay_in_step(qtbot, doc):
+    cell = SignatureCell(1, doc)
+    text_view = ManifestCell(2, doc)
+    qtbot.addWidget(cell)
+    qtbot.addWidget(text_view)
+    # the form: change the parameter's upper bound in the table
+    cell.params.set_cell(0, 3, "1, 15")
+    assert "w: u32 odd in [1, 15]" in doc.field("signature")
+    assert "w: u32 odd in [1, 15]" in text_view.editor.toPlainText()        # the text view follows
+    # the text: a power user edits op.toml; the form follows
+    text_view.editor.selectAll()
+    text_view.editor.insertPlainText(doc.manifest_text.replace("odd in [1, 15]", "odd in [1, 9]"))
+    assert cell.params.rows()[0] == ["w", "u32", "odd", "1, 9"]
+    assert cell.text.text() == doc.field("signature")
+
+
+def test_signature_inline_error_at_its_column(qtbot, doc):
+    cell = SignatureCell(1, doc)
+    qtbot.addWidget(cell)
+    bad = EXAMPLE.replace("w <= n", "w <== n")
+    qtbot.keyClicks(cell.text, "")      # focus
+    cell.text.setText(bad)
+    cell.text.textEdited.emit(bad)
+    err = cell.message.error
+    assert err is not None and err.col == bad.index("<==") + 3
+    assert cell.chip.text() == "invalid"
+    assert "^" in cell.caret.text()
+    assert doc.field("signature") == bad           # what was typed is kept, even while wrong
+    cell.text.setText(EXAMPLE)
+    cell.text.textEdited.emit(EXAMPLE)
+    assert cell.message.error is None and cell.chip.text() == "static"
+
+
+def test_compose_round_trips_every_builtin_signature():
+    for toml in sorted((REPO / "resources" / "ops").rglob("op.toml")):
+        sig = parse_signature(tomllib.loads(toml.read_text())["signature"])
+        assert str(parse_signature(compose(*decompose(sig)))) == str(sig), toml
+
+
+def test_tolerance_rule_is_applied_as_you_choose(qtbot, doc):
+    cell = ToleranceCell(1, doc)
+    qtbot.addWidget(cell)
+    assert cell.chip.text() == "exact"
+    cell.category.setCurrentText("reduction")                    # exact does not fit a reduction
+    assert doc.field("tolerance.category") == "reduction"
+    assert "cannot claim 'exact'" in cell.message.error.message
+    cell.kind.setCurrentText("bound")
+    assert doc.field("tolerance.class") == "bound" and cell.message.error is None
+
+
+def test_bindings_table_and_checks_against_the_signature(qtbot, doc):
+    cell = BindingsCell(1, doc)
+    qtbot.addWidget(cell)
+    assert [r[2] for r in cell.table.rows()] == ["x", "y", "p"]
+    cell.table.set_cell(1, 2, "out")                             # rename y: the signature's y has no binding
+    assert "@binding(1) out : storage read_write f32[n - w + 1]" in doc.field("bindings.text")
+    assert cell.message.error is not None and "y" in cell.message.error.message
+    assert cell.editor.markers and cell.editor.markers[0].line == 1
+    cell.table.set_cell(1, 2, "y")
+    assert cell.message.error is None
+
+
+def test_backward_ladder(qtbot, doc):
+    cell = BackwardCell(1, doc)
+    qtbot.addWidget(cell)
+    declared = doc.field("backward.text")
+    assert cell.kind.currentText() == "vjp" and cell.rules.rows()[0][:3] == ["x", "reference", "vjp"]
+    if "on device(" in declared:                              # the device VJP's kernel is editable here too
+        assert cell.device_box.isVisibleTo(cell)
+        assert cell.device_editor.toPlainText() == doc.text(cell.device_kernel())
+    cell.kind.setCurrentText("nondifferentiable")
+    assert doc.field("backward.text") == "nondifferentiable" and not cell.rules.isVisibleTo(cell)
+    assert not cell.device_box.isVisibleTo(cell)
+    cell.kind.setCurrentText("vjp")
+    assert doc.field("backward.text") == declared
+
+
+def test_kernel_cell_edits_the_kernel_file(qtbot, doc):
+    cell = KernelCell(1, doc)
+    qtbot.addWidget(cell)
+    assert cell.editor.toPlainText() == doc.text("forward.wgsl")
+    cell.editor.moveCursor(cell.editor.textCursor().MoveOperation.End)
+    cell.editor.insertPlainText("// more\n")
+    assert doc.text("forward.wgsl").endswith("// more\n")
+    cell.invocations.setText("n - w +")
+    cell.invocations.textEdited.emit("n - w +")
+    assert cell.invocations_message.error is not None and cell.invocations_message.error.col == 8
