@@ -14,7 +14,6 @@ from studio.app.cells.code import KernelCell, ManifestCell
 from studio.app.cells.signature import SignatureCell, compose, decompose
 from studio.app.cells.tolerance import ToleranceCell
 from studio.app.documents import create_from_template, open_package, read_folder, save_document
-from studio.app.model import OpDocument
 from studio.engine.errors import StudioError
 from studio.engine.package import load_package
 from studio.engine.signature import EXAMPLE, parse_signature
@@ -177,6 +176,20 @@ def test_backward_ladder(qtbot, doc):
     assert not cell.device_box.isVisibleTo(cell)
     cell.kind.setCurrentText("vjp")
     assert doc.field("backward.text") == declared
+
+
+def test_composite_rung_keeps_its_steps(qtbot, doc):
+    cell = BackwardCell(1, doc)
+    qtbot.addWidget(cell)
+    cell.kind.setCurrentText("composite")
+    assert doc.field("backward.text").startswith("composite")
+    assert "without steps" in cell.message.text()            # the notation needs its steps
+    steps = "composite\nu = core/shape/unfold@1(x; w = w)\ny = core/reduce/median_rows@1(u)\n"
+    cell.editor.setPlainText(steps)
+    qtbot.waitUntil(lambda: doc.field("backward.text") == steps, timeout=3000)
+    cell.kind.setCurrentText("nondifferentiable")
+    cell.kind.setCurrentText("composite")
+    assert doc.field("backward.text") == steps
 
 
 def test_kernel_cell_edits_the_kernel_file(qtbot, doc):

@@ -119,6 +119,14 @@ def test_the_story_through_the_gui(qtbot, window, tmp_path):
     # the catalog card shows it, judged for this GPU profile
     qtbot.waitUntil(lambda: "user/me/windowed_median@1" in win.catalog.cards and
                     win.catalog.cards["user/me/windowed_median@1"].receipt.text() == "receipt ✔", timeout=30_000)
+    card = win.catalog.cards["user/me/windowed_median@1"]
+    assert [c.text() for c in card.findChildren(type(card.receipt))][:3] == ["user", "exact", "selection"]
+    # the catalog opens ops by double-click; an open one is just brought to the front
+    item = next(g.child(i) for g in win.catalog.groups.values() for i in range(g.childCount())
+                if win.catalog.tree.itemWidget(g.child(i), 0) is card)
+    win.tabs.setCurrentIndex(0)
+    win.catalog.tree.itemDoubleClicked.emit(item, 0)
+    assert win.current() is view and len(win.views) == 1
 
     # 4. gradcheck with its plot (analytic against numeric per probe, skipped marked, mutants' fates)
     from studio.engine.worker import HANDLERS

@@ -84,6 +84,7 @@ def test_kernel_compile_error_is_reported_at_its_line(pkg_copy, device):
 @pytest.mark.parametrize("old,new,field", [
     ('class = "exact"\ncategory = "selection"', 'class = "exact"\ncategory = "elementwise"', "tolerance.class"),
     ('license = "Apache-2.0"', 'license = "Apache-2.0 AND NotALicense-9"', "license"),
+    ('license = "Apache-2.0"', 'license = "MIT OR"', "license"),
     ('license = "Apache-2.0"\nvisibility = "private"', 'visibility = "public"', "license"),
 ])
 def test_static_rules(pkg_copy, device, old, new, field):

@@ -37,7 +37,8 @@ class MainWindow(QMainWindow):
         self.workers = workers or DeviceWorkers(parent=self)
         self.store = store or AutosaveStore()
         self.profile: dict | None = None
-        self.extra_roots: list[Path] = []
+        from .paths import recent_packages
+        self.extra_roots: list[Path] = recent_packages()
         self.views: list[DocumentView] = []
 
         self.tabs = QTabWidget()
@@ -143,13 +144,14 @@ class MainWindow(QMainWindow):
         from ..engine import trust
         doc = open_package(root)
         trust.record_authored(doc.content_hash(), op=str(doc.field("id")), path=root.resolve())
-        self.extra_roots.append(Path(folder))
+        self._remember(root)
         view = self.add_document(doc, authored=True)
         self.refresh_catalog()
         return view
 
     def new_op_dialog(self) -> None:
-        dlg = NewOpDialog(self)
+        from ..engine.catalog import user_ops_dir
+        dlg = NewOpDialog(self, folder=str(user_ops_dir()))
         if dlg.exec():
             try:
                 self.new_op(*dlg.values())
@@ -168,6 +170,7 @@ class MainWindow(QMainWindow):
             self.error(e)
             return None
         view = self.add_document(doc)
+        self._remember(path)
         if not view.session.runnable:
             self.statusBar().showMessage(f"{doc.title}: its code is not trusted here, so nothing of it runs "
                                          "until you use Trust", 10000)
@@ -192,7 +195,19 @@ class MainWindow(QMainWindow):
             self.error(e if isinstance(e, StudioError) else StudioError(str(e)))
             return None
         self.statusBar().showMessage(f"saved {path}", 5000)
+        self._remember(path)
         return path
+
+    def _remember(self, folder: Path) -> None:
+        """Keep the package in My ops across sessions (the catalog is re-read in the worker)."""
+        from ..engine.catalog import BUILTINS, EXAMPLES, user_ops_dir
+        from .paths import remember_package
+        folder = Path(folder)
+        if any(folder.resolve().is_relative_to(r.resolve()) for r in (BUILTINS, EXAMPLES, user_ops_dir())):
+            return                               # the catalog reads these folders anyway
+        if all(folder.resolve() != r.resolve() for r in self.extra_roots):
+            self.extra_roots.append(folder)
+        self.background.run(lambda: remember_package(folder), ordered=True)
 
     def close_view(self, view, *, discard: bool | None = None) -> bool:
         if not isinstance(view, DocumentView):

@@ -35,8 +35,11 @@ def check_license(expr: str, *, file: str) -> list[StudioError]:
     licensing = get_spdx_licensing()
     try:
         info = licensing.validate(expr, strict=True)
-    except ExpressionError as e:
-        return [StudioError(f"license {expr!r} is not a valid SPDX expression: {e}", file=file, field="license")]
+    except (ExpressionError, AttributeError) as e:
+        # license-expression raises AttributeError on a dangling operator ("MIT OR")
+        why = str(e) if isinstance(e, ExpressionError) else "it ends with an operator or is incomplete"
+        return [StudioError(f"license {expr!r} is not a valid SPDX expression: {why}", file=file, field="license",
+                            hint="use an SPDX identifier such as Apache-2.0, or join them with AND / OR")]
     if info.errors:
         return [StudioError(f"license {expr!r}: {'; '.join(info.errors)}", file=file, field="license",
                             hint="use an SPDX identifier such as Apache-2.0, MIT or GPL-3.0-or-later")]

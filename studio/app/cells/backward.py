@@ -21,6 +21,10 @@ KIND_NOTES = {
 }
 
 
+# a composite declares its steps after the keyword; the checker flags this until one is written
+COMPOSITE_TEMPLATE = "composite\n# one step per line: out = namespace/author/op@1(inputs; param = expr)\n"
+
+
 def compose(kind: str, rows: list[list[str]]) -> str:
     if kind != "vjp":
         return kind
@@ -134,8 +138,14 @@ class BackwardCell(Cell):
     def _form_edited(self) -> None:
         kind = self.kind.currentText()
         self.rules.setVisible(kind == "vjp")
-        rows = self.rules.rows() or [list(self.rules.defaults)]
-        self.binder.write(FIELD + "backward.text", compose(kind, rows), self)
+        current = str(self.doc.field("backward.text") or "")
+        if current.lstrip().startswith("composite"):
+            self._last_composite = current          # switching away and back keeps the steps
+        if kind == "composite":
+            text = getattr(self, "_last_composite", None) or COMPOSITE_TEMPLATE
+        else:
+            text = compose(kind, self.rules.rows() or [list(self.rules.defaults)])
+        self.binder.write(FIELD + "backward.text", text, self)
         self._validate()
 
     def _from_model(self) -> None:
