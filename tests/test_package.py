@@ -111,3 +111,21 @@ def test_non_utf8_reference(pkg_copy):
     with pytest.raises(StudioError, match="UTF-8") as e:
         load_package(root)
     assert e.value.file.endswith("reference.py")
+
+
+def test_atomic_writes_keep_ordinary_permissions(tmp_path):
+    from studio.engine.atomic import write_bytes
+    new = tmp_path / "new.txt"
+    write_bytes(new, b"1")
+    assert new.stat().st_mode & 0o777 == 0o666 & ~_umask()
+    kept = tmp_path / "kept.txt"
+    kept.write_bytes(b"0")
+    os.chmod(kept, 0o640)
+    write_bytes(kept, b"1")
+    assert kept.stat().st_mode & 0o777 == 0o640 and kept.read_bytes() == b"1"
+
+
+def _umask() -> int:
+    m = os.umask(0)
+    os.umask(m)
+    return m

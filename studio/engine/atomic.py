@@ -5,28 +5,19 @@ import os
 import tempfile
 from pathlib import Path
 
+_UMASK = os.umask(0o022)
+os.umask(_UMASK)
+
+
+def _mode(path: Path) -> int:
+    try:
+        return path.stat().st_mode & 0o7777
+    except FileNotFoundError:
+        return 0o666 & ~_UMASK
+
 
 def write_bytes(path: str | os.PathLike, data: bytes) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
-    dfd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dfd)
-    finally:
-        os.close(dfd)
+    write_many({path: data})
 
 
 def write_text(path: str | os.PathLike, text: str) -> None:
@@ -45,6 +36,7 @@ def write_many(items: dict[str | os.PathLike, bytes]) -> None:
             path.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
             staged.append((tmp, path))
+            os.fchmod(fd, _mode(path))          # mkstemp makes 0600; keep the file's or the umask's mode
             with os.fdopen(fd, "wb") as f:
                 f.write(data)
                 f.flush()
