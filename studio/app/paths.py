@@ -2,16 +2,9 @@
 (the same root the engine's catalog uses for ``ops/``)."""
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
-
-def studio_home() -> Path:
-    env = os.environ.get("SCELLIS_HOME")
-    if env:
-        return Path(env)
-    from platformdirs import user_data_dir
-    return Path(user_data_dir("scellis-studio"))
+from ..engine.home import studio_home
 
 
 def autosave_dir() -> Path:

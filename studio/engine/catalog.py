@@ -2,12 +2,12 @@
 from __future__ import annotations
 
 import difflib
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .contract import OpId
 from .errors import StudioError
+from .home import studio_home
 from .package import MANIFEST, OpPackage, load_package
 
 REPO = Path(__file__).resolve().parents[2]
@@ -16,11 +16,7 @@ EXAMPLES = REPO / "examples"
 
 
 def user_ops_dir() -> Path:
-    env = os.environ.get("SCELLIS_HOME")
-    if env:
-        return Path(env) / "ops"
-    from platformdirs import user_data_dir
-    return Path(user_data_dir("scellis-studio")) / "ops"
+    return studio_home() / "ops"
 
 
 @dataclass

@@ -3,8 +3,6 @@ from __future__ import annotations
 
 import time
 
-import numpy as np
-
 from .catalog import Catalog
 from .device import get_device
 from .execution import run_op

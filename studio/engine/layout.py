@@ -99,7 +99,6 @@ def _probe_source(kernel: str, desc: BindingDescriptor, out_group: int) -> tuple
 def check_layout(device, kernel: str, desc: BindingDescriptor, *, entry: str, kernel_file: str,
                  descriptor_file: str) -> list[StudioError]:
     """Every disagreement between the descriptor and the WGSL, each naming both places."""
-    from .device import compile_error
     user_lines = kernel.count("\n") + 1
     device.compile(kernel, file=kernel_file, user_lines=user_lines)   # the author's own errors first
     decls = wgsl_declarations(kernel)

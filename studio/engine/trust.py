@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
-import os
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
@@ -27,18 +26,14 @@ from pathlib import Path
 
 from .atomic import write_text
 from .errors import StudioError
+from .home import studio_home
 
 SCHEMA = "scellis-trust/1"
 STORE = "trust.json"
 LEVELS = ("product", "authored", "trusted", "untrusted")
 
 
-def trust_home() -> Path:
-    env = os.environ.get("SCELLIS_HOME")
-    if env:
-        return Path(env)
-    from platformdirs import user_data_dir
-    return Path(user_data_dir("scellis-studio"))
+trust_home = studio_home
 
 
 def store_path() -> Path:
