@@ -195,28 +195,28 @@ def cmd_demo(args) -> int:
 
 
 def cmd_conform(args) -> int:
-    from .engine.conformance import conform, report_lines
-    from .engine.receipt import make_receipt, write_receipt
+    from .engine.worker import WorkerClient
     pkg = _catalog(args).resolve(args.target)
-    if args.json or not sys.stderr.isatty():
-        rep = conform(pkg, seed=args.seed, large=args.large, only_case=args.case)
-    else:
-        from rich.progress import Progress
-        with Progress(transient=True) as bar:
-            task = bar.add_task(f"conformance {pkg.id}", total=None)
-            rep = conform(pkg, seed=args.seed, large=args.large, only_case=args.case,
-                          progress=lambda done, total: bar.update(task, completed=done, total=total))
-    out = rep.to_json()
-    if rep.ok and args.case is None and not args.no_receipt:   # a receipt is what a pass earns
-        path = write_receipt(pkg, make_receipt(pkg, rep))
-        out["receipt"] = str(path)
+    request = dict(target=str(pkg.root), seed=args.seed, large=args.large, case=args.case,
+                   receipt=not args.no_receipt)
+    # in the worker process, like `run`: a kernel that never finishes is killed at --timeout
+    with WorkerClient(budget_s=args.timeout) as worker:
+        if args.json or not sys.stderr.isatty():
+            out = worker.call("conform", budget_s=args.timeout, **request)
+        else:
+            from rich.progress import Progress
+            with Progress(transient=True) as bar:
+                task = bar.add_task(f"conformance {pkg.id}", total=None)
+                out = worker.call("conform", budget_s=args.timeout,
+                                  progress=lambda done, total: bar.update(task, completed=done, total=total),
+                                  **request)
     if args.json:
-        print(json.dumps(out, indent=2))
+        print(json.dumps({k: v for k, v in out.items() if k != "lines"}, indent=2))
     else:
-        print("\n".join(report_lines(rep)))
+        print("\n".join(out["lines"]))
         if "receipt" in out:
             print(f"  receipt   : {out['receipt']}")
-    return EXIT_OK if rep.ok else EXIT_FAILED
+    return EXIT_OK if out["verdict"] == "pass" else EXIT_FAILED
 
 
 def cmd_receipts(args) -> int:
@@ -326,6 +326,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--case", type=int, help="run only this case of the corpus (to reproduce a failure)")
     p.add_argument("--no-receipt", action="store_true", help="do not write a receipt")
+    p.add_argument("--timeout", type=float, default=120.0, metavar="SECONDS",
+                   help="kill the device work if it shows no progress for this long (default 120)")
     p.set_defaults(fn=cmd_conform)
     p = sub.add_parser("receipts", help="verify an op's receipts against its content and this GPU profile")
     p.add_argument("target", metavar="PATH|ID")

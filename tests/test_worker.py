@@ -210,3 +210,11 @@ def test_cli_run_timeout_stops_a_runaway_kernel(tmp_path):
     np.save(tmp_path / "x7.npy", FREE["x"])
     r = _cli("run", str(SPIN), "--input", str(tmp_path / "x7.npy"), "--param", "k=64")
     assert r.returncode == 0 and "y: shape (4,)" in r.stdout
+
+
+def test_cli_conform_runs_in_the_worker_under_its_timeout():
+    median = Path(__file__).resolve().parents[1] / "examples" / "windowed_median"
+    r = _cli("conform", str(median), "--no-receipt", "--timeout", "0.2")
+    assert r.returncode == 2 and "ran past its time budget" in r.stderr and "Traceback" not in r.stderr
+    r = _cli("conform", str(median), "--no-receipt")
+    assert r.returncode == 0 and "verdict   : PASS" in r.stdout
