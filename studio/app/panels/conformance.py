@@ -8,7 +8,8 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (QAbstractItemView, QCheckBox, QGridLayout, QGroupBox, QHBoxLayout, QHeaderView,
                                QLabel, QProgressBar, QPushButton, QSpinBox, QTableWidget, QTableWidgetItem)
 
-from ..cells.base import Cell, Chip
+from ..cells.base import Chip
+from .job import JobPanel, error_html
 from ..editors import mono_font
 
 COLUMNS = ["case", "class", "values", "shape", "params", "output", "kind", "detail"]
@@ -28,7 +29,7 @@ def is_n_equals_w(f: dict) -> bool:
     return n is not None and n == w
 
 
-class ConformancePanel(Cell):
+class ConformancePanel(JobPanel):
     title = "Conformance"
     key = "conformance"
     runRequested = Signal(int, bool)          # seed, large
@@ -115,11 +116,6 @@ class ConformancePanel(Cell):
         self.set_status("running", "busy")
         self.summary.setText("running the corpus on the device…")
 
-    def on_progress(self, done: int, total: int) -> None:
-        if total:
-            self.progress.setRange(0, total)
-            self.progress.setValue(done)
-
     def stopped(self, why: str, kind: str = "idle") -> None:
         self.run_button.setEnabled(True)
         self.cancel_button.setEnabled(False)
@@ -130,8 +126,7 @@ class ConformancePanel(Cell):
 
     def show_error(self, err) -> None:
         self.stopped("error", "error")
-        self.summary.setText(f"<span style='color:#b3261e'>✖ {err.format() if hasattr(err, 'format') else err}"
-                             "</span>".replace("\n", "<br>"))
+        self.summary.setText(error_html(err))
 
     def show_report(self, report: dict, receipt: dict | None = None, receipt_path: str | None = None) -> None:
         self.report, self.receipt = report, receipt

@@ -11,7 +11,7 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (QAbstractItemView, QHBoxLayout, QHeaderView, QLabel, QPlainTextEdit, QProgressBar,
                                QPushButton, QSpinBox, QSplitter, QTableWidget, QTableWidgetItem)
 
-from ..cells.base import Cell
+from .job import JobPanel, error_html
 from ..editors import mono_font
 
 
@@ -52,7 +52,7 @@ def mutant_rows(report: dict) -> list[tuple[str, str, str, str]]:
     return rows
 
 
-class GradcheckPanel(Cell):
+class GradcheckPanel(JobPanel):
     title = "Gradcheck"
     key = "gradcheck"
     runRequested = Signal(dict)          # params
@@ -132,22 +132,9 @@ class GradcheckPanel(Cell):
         self.progress.setRange(0, 0)
         self.set_status("running", "busy")
 
-    def on_progress(self, done: int, total: int) -> None:
-        if total:
-            self.progress.setRange(0, total)
-            self.progress.setValue(done)
-
-    def stopped(self, text: str, kind: str) -> None:
-        self.run_button.setEnabled(True)
-        self.cancel_button.setEnabled(False)
-        self.progress.setRange(0, 1)
-        self.progress.setValue(1 if kind == "ok" else 0)
-        self.set_status(text, kind)
-
     def show_error(self, err) -> None:
         self.stopped("error", "error")
-        self.verdict.setText(f"<span style='color:#b3261e'>✖ {err.format() if hasattr(err, 'format') else err}"
-                             "</span>".replace("\n", "<br>"))
+        self.verdict.setText(error_html(err))
 
     def show_report(self, report: dict) -> None:
         self.report = report

@@ -9,7 +9,7 @@ from PySide6.QtCore import QTimer, Signal
 from PySide6.QtWidgets import (QComboBox, QFileDialog, QFormLayout, QHBoxLayout, QLabel, QLineEdit, QProgressBar,
                                QPushButton, QSpinBox, QWidget)
 
-from ..cells.base import Cell
+from .job import JobPanel, error_html
 
 SPIKY = "core/signal/spiky_signal@1"
 SOURCES = ["synthetic spiky signal", ".npy / .csv file"]
@@ -34,7 +34,7 @@ def add_curve(plot: pg.PlotWidget, name: str, colour: str, width: float = 1) -> 
     return item
 
 
-class RunPanel(Cell):
+class RunPanel(JobPanel):
     title = "Run"
     key = "run"
     runRequested = Signal(dict)      # {"source": "spiky"|"file", "n", "seed", "file", "params": {...}}
@@ -148,17 +148,9 @@ class RunPanel(Cell):
         self.info.setText(what)
         self.set_status("running", "busy")
 
-    def stopped(self, text: str, kind: str) -> None:
-        self.run_button.setEnabled(True)
-        self.cancel_button.setEnabled(False)
-        self.progress.setRange(0, 1)
-        self.progress.setValue(1 if kind == "ok" else 0)
-        self.set_status(text, kind)
-
     def show_error(self, err) -> None:
         self.stopped("error", "error")
-        self.info.setText(f"<span style='color:#b3261e'>✖ {err.format() if hasattr(err, 'format') else err}</span>"
-                          .replace("\n", "<br>"))
+        self.info.setText(error_html(err))
 
     def show_result(self, x: np.ndarray, y: np.ndarray, label: str, seconds: float) -> None:
         """Plot input and output. A million samples take a few tens of ms to hand to pyqtgraph, so the

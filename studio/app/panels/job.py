@@ -1,0 +1,26 @@
+"""What the device panels (conformance, gradcheck, run) share: a job with run and cancel
+buttons, a progress bar and a status chip."""
+from __future__ import annotations
+
+from ..cells.base import Cell
+
+
+def error_html(err) -> str:
+    text = err.format() if hasattr(err, "format") else str(err)
+    return f"<span style='color:#b3261e'>✖ {text}</span>".replace("\n", "<br>")
+
+
+class JobPanel(Cell):
+    """Subclasses create ``run_button``, ``cancel_button`` and ``progress``."""
+
+    def on_progress(self, done: int, total: int) -> None:
+        if total:
+            self.progress.setRange(0, total)
+            self.progress.setValue(done)
+
+    def stopped(self, text: str, kind: str) -> None:
+        self.run_button.setEnabled(True)
+        self.cancel_button.setEnabled(False)
+        self.progress.setRange(0, 1)
+        self.progress.setValue(1 if kind == "ok" else 0)
+        self.set_status(text, kind)
