@@ -102,7 +102,7 @@ def reference_function(pkg: OpPackage, name: str):
     return fn
 
 
-def _error_from(exc: Exception, pkg: OpPackage, what: str) -> StudioError:
+def reference_error(exc: Exception, pkg: OpPackage, what: str) -> StudioError:
     tb = exc.__traceback__
     line = None
     while tb is not None:
@@ -162,7 +162,7 @@ def run_reference(pkg: OpPackage, inputs: dict, params: dict, *, precision: str 
     except StudioError:
         raise
     except Exception as e:
-        raise _error_from(e, pkg, "reference forward") from None
+        raise reference_error(e, pkg, "reference forward") from None
     return outputs_dict(pkg, out, shapes)
 
 
@@ -177,4 +177,4 @@ def run_reference_raw(pkg: OpPackage, fn_name: str, inputs: dict, params: dict, 
     except StudioError:
         raise
     except Exception as e:
-        raise _error_from(e, pkg, f"reference {fn_name}") from None
+        raise reference_error(e, pkg, f"reference {fn_name}") from None

@@ -38,19 +38,9 @@ def device_inputs(pkg) -> list[str]:
     return [n for r in pkg.contract.backward.rules if r.device_kernel for n in r.inputs]
 
 
-def _reference_error(exc: Exception, pkg, what: str) -> StudioError:
-    tb, line = exc.__traceback__, None
-    while tb is not None:
-        if tb.tb_frame.f_code.co_filename == pkg.reference_path:
-            line = tb.tb_lineno
-        tb = tb.tb_next
-    return StudioError(f"{what} raised {type(exc).__name__}: {exc}", file=pkg.reference_path, line=line,
-                       hint="fix the reference so it handles every input the signature admits")
-
-
 def call_reference(pkg, fn_name: str, arrays: dict, params: dict, **extra):
     """Call a reference function with the arrays exactly as given (no rounding to f32)."""
-    from .reference import reference_function
+    from .reference import reference_error, reference_function
     fn = reference_function(pkg, fn_name)
     kw = {p.name: params[p.name] for p in pkg.contract.signature.params}
     try:
@@ -59,7 +49,7 @@ def call_reference(pkg, fn_name: str, arrays: dict, params: dict, **extra):
     except StudioError:
         raise
     except Exception as e:
-        raise _reference_error(e, pkg, f"reference {fn_name}") from None
+        raise reference_error(e, pkg, f"reference {fn_name}") from None
 
 
 def _f64(pkg, inputs: dict) -> dict:
