@@ -148,8 +148,10 @@ def cmd_run(args) -> int:
     # the device work runs in the worker process: a kernel that never finishes is killed at
     # --timeout and reported (exit 2), never a hung terminal (docs/reliability.md)
     with WorkerClient(budget_s=args.timeout) as worker:
-        _warn_unproven(pkg, worker.call("profile")["id"])
-        outs = worker.call("run", target=str(pkg.root), inputs=inputs, params=params, budget_bytes=args.budget)
+        if not args.require_receipt:
+            _warn_unproven(pkg, worker.call("profile")["id"])
+        outs = worker.call("run", target=str(pkg.root), inputs=inputs, params=params, budget_bytes=args.budget,
+                           require_receipt=args.require_receipt)
     if args.out:
         targets = dict(o.partition("=")[::2] if "=" in o else (sig.outputs[i].name, o) for i, o in enumerate(args.out))
         for name, path in targets.items():
@@ -178,8 +180,9 @@ def _warn_unproven(pkg, profile_id: str | None = None) -> None:
 
 def cmd_demo(args) -> int:
     from .engine.demo import spike_removal
-    r = spike_removal(n=args.n, w=args.w, seed=args.seed)
+    r = spike_removal(n=args.n, w=args.w, seed=args.seed, on_proof=lambda proof: print(proof.line()))
     x, y, w = r["x"], r["y"], r["w"]
+    print(f"gpu   {r['profile'].summary} ({r['profile'].id})")
     for pkg in r["ops"]:
         print(f"op    {pkg.id}  hash {pkg.hash[:16]}")
     spikes = int(np.sum(np.abs(x[w // 2: len(x) - w // 2] - y) > 2.0))
@@ -291,6 +294,9 @@ def cmd_trust(args) -> int:
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="scellis", description="Author GPU compute ops as content and prove them right.")
     ap.add_argument("--ops-path", action="append", metavar="DIR", help="extra folder of op packages")
+    ap.add_argument("--allow-opengl", action="store_true",
+                    help="allow wgpu's OpenGL backend when no Vulkan/Metal/D3D12 adapter exists "
+                         "(its compute results are not trustworthy; the GPU profile records the backend)")
     sub = ap.add_subparsers(dest="command", required=True)
     ops = sub.add_parser("ops", help="the catalog").add_subparsers(dest="ops_command", required=True)
     p = ops.add_parser("list", help="list every op, builtin and user alike")
@@ -312,6 +318,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--budget", type=int, metavar="BYTES", help="refuse runs needing more memory")
     p.add_argument("--timeout", type=float, default=5.0, metavar="SECONDS",
                    help="stop a run that takes longer (default 5 s); the kernel is killed with its worker")
+    p.add_argument("--require-receipt", action="store_true",
+                   help="show a result only from an op proven here: without a valid receipt for this GPU "
+                        "profile, conformance runs first, and a failing op stops the run")
     p.set_defaults(fn=cmd_run)
     p = sub.add_parser("demo", help="headless demo: spike removal on a synthetic signal, plot to PNG")
     p.add_argument("--out", default="scellis-demo.png")
@@ -354,6 +363,10 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     ap = build_parser()
     args = ap.parse_args(argv)
+    if args.allow_opengl:   # the worker process inherits it
+        import os
+        from .engine.device import ALLOW_OPENGL_ENV
+        os.environ[ALLOW_OPENGL_ENV] = "1"
     try:
         return args.fn(args)
     except StudioError as e:

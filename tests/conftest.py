@@ -10,8 +10,15 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "examples"
-BUILTINS = REPO / "resources" / "ops" / "core"
+BUILTINS = REPO / "studio" / "resources" / "ops" / "core"
 MEDIAN = EXAMPLES / "windowed_median"
+
+
+def pytest_configure(config):
+    """The suite never runs on wgpu's OpenGL backend: its compute results are wrong (issue 9)."""
+    if os.environ.get("SCELLIS_ALLOW_OPENGL"):
+        raise pytest.UsageError("SCELLIS_ALLOW_OPENGL is set: the tests run only on Vulkan, Metal or D3D12; "
+                                "unset it (and WGPU_BACKEND_TYPE=OpenGL), and install mesa-vulkan-drivers")
 
 
 @pytest.fixture(autouse=True)

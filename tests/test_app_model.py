@@ -135,7 +135,7 @@ def test_signature_inline_error_at_its_column(qtbot, doc):
 
 
 def test_compose_round_trips_every_builtin_signature():
-    for toml in sorted((REPO / "resources" / "ops").rglob("op.toml")):
+    for toml in sorted((REPO / "studio" / "resources" / "ops").rglob("op.toml")):
         sig = parse_signature(tomllib.loads(toml.read_text())["signature"])
         assert str(parse_signature(compose(*decompose(sig)))) == str(sig), toml
 

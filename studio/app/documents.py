@@ -7,12 +7,11 @@ import re
 from pathlib import Path
 
 from ..engine.atomic import write_bytes, write_text
-from ..engine.catalog import REPO
+from ..engine.resources import ROOT, TEMPLATES
 from ..engine.errors import StudioError
 from ..engine.package import MANIFEST, MAX_FILE_BYTES, MAX_FILES, _package_files
 from .model import OpDocument
 
-TEMPLATES = REPO / "resources" / "templates"
 NAME_RE = re.compile(r"^[a-z][a-z0-9_]*$")
 AUTHOR_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]*$")
 
@@ -74,7 +73,7 @@ def _template_source(d: Path) -> Path | None:
             src = tomllib.loads(meta.read_text("utf-8")).get("from")
         except (OSError, tomllib.TOMLDecodeError):
             return None
-        src = (REPO / src) if src else None
+        src = (ROOT / src) if src else None
         return src if src is not None and (src / MANIFEST).is_file() else None
     return d if (d / MANIFEST).is_file() else None
 

@@ -77,7 +77,7 @@ class RunController(QObject):
         if req["source"] == "spiky":
             self.panel.started(f"generating {req['n']:,} samples of the spiky signal on the device…")
             job = self.workers.submit("run", "run", target=SPIKY, inputs={},
-                                      params={"n": int(req["n"]), "seed": int(req["seed"])})
+                                      params={"n": int(req["n"]), "seed": int(req["seed"])}, require_receipt=True)
             job.succeeded.connect(lambda out: self._run_op(name, _first(out), req["params"]))
         else:
             path = req["file"]
@@ -92,7 +92,8 @@ class RunController(QObject):
     def _run_op(self, name: str, x: np.ndarray, params: dict) -> None:
         self.panel.started(f"running {self.session.doc.field('id')} on {x.size:,} samples…")
         t = time.perf_counter()
-        job = self.workers.submit("run", "run", prepare=self.session.target(), inputs={name: x}, params=dict(params))
+        job = self.workers.submit("run", "run", prepare=self.session.target(), inputs={name: x}, params=dict(params),
+                                  require_receipt=True)   # a result is shown only from a proven op
         job.succeeded.connect(lambda out: self._done(x, out, time.perf_counter() - t))
         self._watch(job)
 

@@ -19,7 +19,7 @@ from .new_op import NewOpDialog
 from .problems import ProblemsPanel
 from .worker_bridge import DeviceWorkers
 
-ICON = Path(__file__).resolve().parents[2] / "packaging" / "io.scellis.Studio.svg"
+from ..engine.resources import ICON
 
 
 class MainWindow(QMainWindow):

@@ -1,4 +1,4 @@
-"""The buffer binding descriptor (grammar: resources/grammars/bindings.lark): which buffer sits at
+"""The buffer binding descriptor (grammar: studio/resources/grammars/bindings.lark): which buffer sits at
 which @group/@binding, storage access, and the layout of uniform structs."""
 from __future__ import annotations
 

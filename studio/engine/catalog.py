@@ -10,9 +10,7 @@ from .errors import StudioError
 from .home import studio_home
 from .package import MANIFEST, OpPackage, load_package
 
-REPO = Path(__file__).resolve().parents[2]
-BUILTINS = REPO / "resources" / "ops"
-EXAMPLES = REPO / "examples"
+from .resources import BUILTINS, EXAMPLES
 
 
 def user_ops_dir() -> Path:

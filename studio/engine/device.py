@@ -41,12 +41,21 @@ class GpuProfile:
         return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
 
     @property
+    def backend(self) -> str:
+        return str(self.adapter.get("backend_type"))
+
+    @property
+    def trusted(self) -> bool:
+        return self.backend in TRUSTED_BACKENDS
+
+    @property
     def summary(self) -> str:
         a = self.adapter
         return f"{a.get('device')} [{a.get('backend_type')}, {a.get('adapter_type')}] {a.get('description')}"
 
     def to_json(self) -> dict:
-        return {"id": self.id, "adapter": self.adapter, "wgpu_version": self.wgpu_version, "limits": self.limits}
+        return {"id": self.id, "backend": self.backend, "trusted_backend": self.trusted, "adapter": self.adapter,
+                "wgpu_version": self.wgpu_version, "limits": self.limits}
 
 
 def compile_error(exc: Exception, *, file: str, user_lines: int | None = None) -> StudioError:
@@ -67,16 +76,62 @@ def compile_error(exc: Exception, *, file: str, user_lines: int | None = None) -
                        hint="fix the kernel at this position; the compiler is naga (wgpu's WGSL front end)")
 
 
+# Compute on these backends is trusted. wgpu's OpenGL (GLES) backend is not: on Mesa's llvmpipe
+# it computes wrong results for ordinary kernels (the story's median: 1,890 wrong outputs of
+# 10^6), so it is used only when the user opts in explicitly (docs/decisions.md).
+TRUSTED_BACKENDS = ("Vulkan", "Metal", "D3D12")
+ALLOW_OPENGL_ENV = "SCELLIS_ALLOW_OPENGL"
+VULKAN_INSTALL = "sudo apt-get install mesa-vulkan-drivers"
+_TYPE_RANK = {"DiscreteGPU": 0, "IntegratedGPU": 1, "VirtualGPU": 2, "CPU": 3}
+
+
+def opengl_allowed() -> bool:
+    return os.environ.get(ALLOW_OPENGL_ENV, "").strip().lower() in ("1", "yes", "true")
+
+
+def _describe(info: dict) -> str:
+    return f"{info.get('device') or '?'} [{info.get('backend_type')}, {info.get('adapter_type')}]"
+
+
+def choose_adapter(wgpu, *, allow_opengl: bool | None = None):
+    """The best adapter on a trusted backend; an OpenGL one only when the user opted in.
+    ``WGPU_BACKEND_TYPE`` (wgpu's own variable) narrows the choice to that backend."""
+    if allow_opengl is None:
+        allow_opengl = opengl_allowed()
+    adapters = list(wgpu.gpu.enumerate_adapters_sync())
+    forced = os.environ.get("WGPU_BACKEND_TYPE", "").strip().lower()
+    if forced:
+        adapters = [a for a in adapters if str(a.info.get("backend_type", "")).lower() == forced]
+
+    def best(cands):
+        return min(cands, key=lambda a: _TYPE_RANK.get(a.info.get("adapter_type"), 9)) if cands else None
+
+    good = best([a for a in adapters if a.info.get("backend_type") in TRUSTED_BACKENDS])
+    if good is not None:
+        return good
+    gl = best([a for a in adapters if a.info.get("backend_type") == "OpenGL"])
+    if gl is not None and allow_opengl:
+        return gl
+    found = ", ".join(_describe(dict(a.info)) for a in adapters) or "none"
+    if gl is not None:
+        raise StudioError(
+            f"wgpu found only an OpenGL adapter ({found}); compute results on wgpu's OpenGL backend are "
+            f"not trustworthy (on Mesa's llvmpipe it computes wrong results), so no device work runs on it",
+            field="GPU adapter",
+            hint=f"install the Vulkan driver: `{VULKAN_INSTALL}` (other systems: docs/install.md); "
+                 f"or, knowing results may be wrong, set {ALLOW_OPENGL_ENV}=1 (`scellis --allow-opengl`)")
+    raise StudioError(
+        f"wgpu found no GPU adapter{' for WGPU_BACKEND_TYPE=' + forced if forced else ''} (found: {found})",
+        field="GPU adapter", hint=f"install Mesa's Vulkan software driver: `{VULKAN_INSTALL}` (lavapipe)")
+
+
 class Device:
     """wgpu adapter + device. Tests and the worker use the same class: no mocks."""
 
-    def __init__(self, power_preference: str = "high-performance"):
+    def __init__(self, *, allow_opengl: bool | None = None):
         wgpu = wgpu_module()
         self.wgpu = wgpu
-        adapter = wgpu.gpu.request_adapter_sync(power_preference=power_preference)
-        if adapter is None:
-            raise StudioError("wgpu found no GPU adapter",
-                              hint="install Mesa's Vulkan drivers (apt-get install mesa-vulkan-drivers) for lavapipe")
+        adapter = choose_adapter(wgpu, allow_opengl=allow_opengl)
         self.adapter = adapter
         self.device = adapter.request_device_sync(required_limits={
             k: adapter.limits[k] for k in ("max-storage-buffer-binding-size", "max-buffer-size")})

@@ -1,18 +1,17 @@
-"""The grammars in resources/grammars: cached LALR parsers, and lark's errors turned into
+"""The grammars in studio/resources/grammars: cached LALR parsers, and lark's errors turned into
 StudioErrors that point at the offending token in the user's file."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cache
-from pathlib import Path
 from typing import Callable, TypeVar
 
 from lark import Lark, Token, Tree
 from lark.exceptions import UnexpectedCharacters, UnexpectedInput
 
 from .errors import StudioError
+from .resources import GRAMMARS
 
-GRAMMARS = Path(__file__).resolve().parents[2] / "resources" / "grammars"
 _FRIENDLY = {"NAME": "a name", "INT": "an integer", "FLOAT": "a decimal number", "STRING": "a quoted string",
              "CMP": "a comparison (<=, <, >=, >, ==, !=)",
              "OPREF": "an op id (namespace/author/name@version)", "_NL": "a new line", "$END": "the end of the text"}

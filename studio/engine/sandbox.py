@@ -316,7 +316,10 @@ def _host_main(cfg: dict) -> None:  # pragma: no cover - runs in the host proces
         enforced.append("audit hook: no subprocess, fork/exec, sockets, ctypes or writes outside the temporary "
                         "folder (Python-level, best effort)")
     reader = FrameReader(0, int(cfg["limits"]["memory_bytes"]))
-    out.write(encode_frame({"ready": True, "pid": os.getpid(), "enforced": enforced}))
+    try:
+        out.write(encode_frame({"ready": True, "pid": os.getpid(), "enforced": enforced}))
+    except OSError:                    # the engine died while this host booted: nobody to serve
+        return
     module: dict = {}
     file = "<reference>"
     cpu_s, hard = int(cfg["limits"]["cpu_s"]), int(cfg["limits"]["lifetime_cpu_s"])

@@ -1,4 +1,4 @@
-"""The shape-signature language (grammar: resources/grammars/signature.lark): typed inputs with
+"""The shape-signature language (grammar: studio/resources/grammars/signature.lark): typed inputs with
 symbolic shapes, params with constraints, relations, outputs with shape expressions."""
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 An op's reference.py is Python. The engine runs it (always in a confined process, see
 sandbox.py) only when its package's **content hash** is trusted:
 
-- ``product``: the package lies under the product's own folders (``resources/ops``, the
+- ``product``: the package lies under the product's own folders (``studio/resources/ops``, the
   builtins, and the shipped ``examples/``), or has byte for byte the content of one of them;
 - ``authored``: it was created or saved through the Studio or the CLI on this machine
   (``package.save_package`` records the hash it wrote);

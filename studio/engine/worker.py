@@ -118,9 +118,13 @@ def resolve_package(target: str, ops_path: list[str] | tuple[str, ...] | None = 
 
 
 def _h_run(*, progress, target: str, inputs: dict | None = None, params: dict | None = None,
-           budget_bytes: int | None = None, ops_path=None):
+           budget_bytes: int | None = None, ops_path=None, require_receipt: bool = False):
     from .execution import run_op
     pkg = resolve_package(target, ops_path)
+    if require_receipt:   # a result is shown only from an op proven on this GPU profile
+        from .device import get_device
+        from .proving import require_proof
+        require_proof(pkg, get_device(), progress=progress)
     return run_op(pkg, inputs or {}, params or {}, budget_bytes=budget_bytes)
 
 
