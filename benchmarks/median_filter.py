@@ -29,9 +29,9 @@ def main(n: int = 1_000_000, windows=(7, 31)) -> dict:
     import pandas as pd
     from scipy.ndimage import median_filter
 
-    from studio.engine.catalog import Catalog
-    from studio.engine.device import get_device
-    from studio.engine.execution import run_op
+    from studio.engine.contract.catalog import Catalog
+    from studio.engine.device.device import get_device
+    from studio.engine.device.execution import run_op
 
     dev = get_device()
     op = Catalog.default().resolve("user/demo/windowed_median@1")

@@ -20,7 +20,7 @@ def _console():
 
 
 def _catalog(args):
-    from .engine.catalog import Catalog
+    from .engine.contract.catalog import Catalog
     return Catalog.default([Path(p) for p in getattr(args, "ops_path", None) or []])
 
 
@@ -113,7 +113,7 @@ def cmd_ops_show(args) -> int:
 
 
 def cmd_check(args) -> int:
-    from .engine.checker import check_package
+    from .engine.proof.checker import check_package
     pkg = _catalog(args).resolve(args.target)
     rep = check_package(pkg)
     if args.json:
@@ -129,7 +129,7 @@ def cmd_check(args) -> int:
 
 
 def cmd_run(args) -> int:
-    from .engine.worker import WorkerClient
+    from .engine.worker.worker import WorkerClient
     pkg = _catalog(args).resolve(args.id)
     sig = pkg.contract.signature
     params = dict(_param(p) for p in args.param or [])
@@ -169,7 +169,7 @@ def cmd_run(args) -> int:
 def _warn_unproven(pkg, profile_id: str | None = None) -> None:
     """Runs are never gated on a receipt; an unproven kernel only earns a warning."""
     try:
-        from .engine.receipt import local_status
+        from .engine.proof.receipts import local_status
     except ImportError:
         return
     status = local_status(pkg, profile_id)
@@ -179,7 +179,7 @@ def _warn_unproven(pkg, profile_id: str | None = None) -> None:
 
 
 def cmd_demo(args) -> int:
-    from .engine.demo import spike_removal
+    from .engine.services.demo import spike_removal
     r = spike_removal(n=args.n, w=args.w, seed=args.seed, on_proof=lambda proof: print(proof.line()))
     x, y, w = r["x"], r["y"], r["w"]
     print(f"gpu   {r['profile'].summary} ({r['profile'].id})")
@@ -198,7 +198,7 @@ def cmd_demo(args) -> int:
 
 
 def cmd_conform(args) -> int:
-    from .engine.worker import WorkerClient
+    from .engine.worker.worker import WorkerClient
     pkg = _catalog(args).resolve(args.target)
     request = dict(target=str(pkg.root), seed=args.seed, large=args.large, case=args.case,
                    receipt=not args.no_receipt)
@@ -223,8 +223,8 @@ def cmd_conform(args) -> int:
 
 
 def cmd_receipts(args) -> int:
-    from .engine.device import get_device
-    from .engine.receipt import receipts, verify_receipt
+    from .engine.device.device import get_device
+    from .engine.proof.receipts import receipts, verify_receipt
     pkg = _catalog(args).resolve(args.target)
     here = get_device().profile.id
     found = receipts(pkg)
@@ -241,14 +241,14 @@ def cmd_receipts(args) -> int:
 
 
 def cmd_profile(args) -> int:
-    from .engine.device import get_device
+    from .engine.device.device import get_device
     print(json.dumps(get_device().profile.to_json(), indent=2))
     return EXIT_OK
 
 
 def cmd_gradcheck(args) -> int:
     """Exit 0 pass, 1 fail, 3 inconclusive (a check that cannot fail certifies nothing)."""
-    from .engine.gradcheck import DEFAULT_H, gradcheck, write_receipt
+    from .engine.proof.gradcheck import DEFAULT_H, gradcheck, write_receipt
     pkg = _catalog(args).resolve(args.target)
     params = dict(_param(p) for p in args.param or [])
     rep = gradcheck(pkg, params, h=args.h if args.h is not None else DEFAULT_H, seed=args.seed,
@@ -365,7 +365,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.allow_opengl:   # the worker process inherits it
         import os
-        from .engine.device import ALLOW_OPENGL_ENV
+        from .engine.device.device import ALLOW_OPENGL_ENV
         os.environ[ALLOW_OPENGL_ENV] = "1"
     try:
         return args.fn(args)

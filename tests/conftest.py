@@ -29,7 +29,7 @@ def _isolated_home(tmp_path_factory, monkeypatch):
 
 @pytest.fixture(scope="session")
 def device():
-    from studio.engine.device import get_device
+    from studio.engine.device.device import get_device
     return get_device()
 
 
@@ -50,9 +50,9 @@ def copy_package(src: Path, dst: Path, edits: dict[str, list[tuple[str, str]]] |
 
 def _authored(root: Path) -> None:
     """A package a test writes is authored here: record its content hash in the (isolated)
-    trust store, as the Studio's save does (studio/engine/trust.py, docs/security.md)."""
-    from studio.engine.package import folder_hash
-    from studio.engine.trust import record_authored
+    trust store, as the Studio's save does (studio/engine/trust/store.py, docs/security.md)."""
+    from studio.engine.contract.package import folder_hash
+    from studio.engine.trust.store import record_authored
     record_authored(folder_hash(root), path=root.resolve())
 
 

@@ -13,7 +13,7 @@ from studio.app.documents import create_from_template, open_package
 from studio.app.editors import CodeEditor, Marker
 from studio.app.problems import ProblemsPanel, from_json
 from studio.app.worker_bridge import DeviceWorkers
-from studio.engine.catalog import EXAMPLES
+from studio.engine.contract.catalog import EXAMPLES
 
 
 def formats_of(editor: CodeEditor, line: int) -> list[tuple[int, int, QColor]]:

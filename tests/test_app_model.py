@@ -15,8 +15,8 @@ from studio.app.cells.signature import SignatureCell, compose, decompose
 from studio.app.cells.tolerance import ToleranceCell
 from studio.app.documents import create_from_template, open_package, read_folder, save_document
 from studio.engine.errors import StudioError
-from studio.engine.package import load_package
-from studio.engine.signature import EXAMPLE, parse_signature
+from studio.engine.contract.package import load_package
+from studio.engine.contract.signature import EXAMPLE, parse_signature
 
 REPO = Path(__file__).resolve().parents[1]
 MEDIAN = REPO / "examples" / "windowed_median"

@@ -42,7 +42,7 @@ def test_the_check_can_fail(tmp_path):
 
 
 def test_importing_the_engine_loads_no_qt():
-    code = ("import sys, studio.engine.conformance, studio.engine.catalog, studio.engine.checker;"
+    code = ("import sys, studio.engine.proof.conformance, studio.engine.contract.catalog, studio.engine.proof.checker;"
             "print([m for m in sys.modules if m.startswith(('PySide6', 'pyqtgraph'))])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

@@ -4,14 +4,14 @@ import numpy as np
 import pytest
 
 from conftest import BUILTINS, EXAMPLES, MEDIAN, _authored, copy_package
-from studio.engine.autodiff import Tape
-from studio.engine.catalog import Catalog
-from studio.engine.composite import memory_plan
+from studio.engine.train.autodiff import Tape
+from studio.engine.contract.catalog import Catalog
+from studio.engine.grad.composite import memory_plan
 from studio.engine.errors import StudioError
-from studio.engine.execution import run_op
-from studio.engine.gradcheck import gradcheck, write_receipt
-from studio.engine.package import load_package
-from studio.engine.vjp import forward64, reference_vjp
+from studio.engine.device.execution import run_op
+from studio.engine.proof.gradcheck import gradcheck, write_receipt
+from studio.engine.contract.package import load_package
+from studio.engine.grad.vjp import forward64, reference_vjp
 
 COMPOSITE = EXAMPLES / "windowed_median_composite"
 
@@ -192,7 +192,7 @@ def test_composition_errors_point_at_the_step(tmp_path, catalog):
         load_package(bad)
     at = (_line_of(bad, "u = core/shape/unfold@1"), len("u = core/shape/unfold@1(x; w = ") + 1)
     assert (e.value.file.endswith("op.toml"), (e.value.line, e.value.col)) == (True, at), e.value.format()
-    from studio.engine.checker import check_package
+    from studio.engine.proof.checker import check_package
     for old, new, needle in [
         ("y = core/reduce/median_rows@1(u)", "y = core/reduce/median_rowz@1(u)", "no op 'core/reduce/median_rowz@1'"),
         ("y = core/reduce/median_rows@1(u)", "y = core/reduce/median_rows@1(v)", "'v' is not an input"),

@@ -2,10 +2,10 @@
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from studio.engine.backward import Composition, Step, VjpRule, check_against_signature, parse_backward
+from studio.engine.contract.backward import Composition, Step, VjpRule, check_against_signature, parse_backward
 from studio.engine.errors import StudioError
-from studio.engine.expr import BinOp, Num, Sym
-from studio.engine.signature import parse_signature
+from studio.engine.contract.expr import BinOp, Num, Sym
+from studio.engine.contract.signature import parse_signature
 
 FIR = parse_signature("fir(x: f32[n], taps: f32[k]; k <= n) -> y: f32[n - k + 1]")
 TEXT = """\

@@ -3,11 +3,11 @@ import numpy as np
 import pytest
 
 from conftest import BUILTINS
-from studio.engine.conformance import conform
-from studio.engine.execution import run_op
-from studio.engine.package import load_package
-from studio.engine.reference import run_reference
-from studio.engine.tolerance import compare
+from studio.engine.proof.conformance import conform
+from studio.engine.device.execution import run_op
+from studio.engine.contract.package import load_package
+from studio.engine.trust.reference import run_reference
+from studio.engine.contract.tolerance import compare
 
 NAMES = sorted(p.name for p in BUILTINS.iterdir() if (p / "op.toml").is_file())
 
@@ -38,8 +38,8 @@ def test_kernel_matches_reference_on_random_inputs(name, device):
     inputs = {k: v.astype(np.float32) for k, v in inputs.items()}
     got = run_op(pkg, inputs, params, device=device)
     want = run_reference(pkg, inputs, params)
-    from studio.engine.conformance import _magnitude
-    from studio.engine.corpus import CorpusCase
+    from studio.engine.proof.conformance import _magnitude
+    from studio.engine.proof.corpus import CorpusCase
     mags = _magnitude(pkg, CorpusCase(0, "random", "normal", {}, params, inputs), None)
     terms = max([v.size for v in inputs.values()] + [1])
     for out, w in want.items():

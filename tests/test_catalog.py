@@ -4,10 +4,10 @@ import numpy as np
 import pytest
 
 from conftest import BUILTINS, REPO, copy_package
-from studio.engine.catalog import Catalog
+from studio.engine.contract.catalog import Catalog
 from studio.engine.errors import StudioError
-from studio.engine.execution import run_op
-from studio.engine.package import load_package
+from studio.engine.device.execution import run_op
+from studio.engine.contract.package import load_package
 
 REQUIRED = {"affine", "add", "multiply", "clip", "fir", "diff", "sum", "mean", "mse", "spiky_signal"}
 
@@ -56,7 +56,7 @@ def test_one_path_a_builtin_copied_under_a_user_id_behaves_identically(tmp_path,
     inputs = {"x": rng.normal(size=1000).astype(np.float32), "taps": rng.normal(size=9).astype(np.float32)}
     a, b = run_op(builtin, inputs, {}, device=device), run_op(user, inputs, {}, device=device)
     assert a["y"].tobytes() == b["y"].tobytes()
-    from studio.engine.checker import check_package
+    from studio.engine.proof.checker import check_package
     ra, rb = check_package(builtin, device=device), check_package(user, device=device)
     assert ra.passed == rb.passed and ra.errors == rb.errors == []
 

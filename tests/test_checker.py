@@ -6,8 +6,8 @@ import sys
 import pytest
 
 from conftest import MEDIAN
-from studio.engine.checker import check_package
-from studio.engine.package import load_package
+from studio.engine.proof.checker import check_package
+from studio.engine.contract.package import load_package
 
 KERNEL = "forward.wgsl"
 

@@ -21,9 +21,9 @@ from pathlib import Path
 
 import pytest
 
-from studio.engine.conformance import conform
-from studio.engine.package import load_package, save_package
-from studio.engine.receipt import make_receipt, write_receipt
+from studio.engine.proof.conformance import conform
+from studio.engine.contract.package import load_package, save_package
+from studio.engine.proof.receipts import make_receipt, write_receipt
 
 REPO = Path(__file__).resolve().parents[1]
 MEDIAN = REPO / "examples" / "windowed_median"
@@ -64,7 +64,7 @@ def test_sigkill_at_random_moments_never_leaves_a_torn_file(tmp_path, device):
     receipts, packages = _versions(pkg, make_receipt(pkg, conform(pkg, device=device)))
     receipt_path = write_receipt(pkg, receipts[0])
     ctx = mp.get_context("forkserver")
-    ctx.set_forkserver_preload(["studio.engine.receipt", "studio.engine.package", "studio.engine.trust"])
+    ctx.set_forkserver_preload(["studio.engine.proof.receipts", "studio.engine.contract.package", "studio.engine.trust.store"])
     rng = random.Random(6)
     stats = {"kills": 0, "mid_write": 0, "versions_seen": set()}
     home = os.environ["SCELLIS_HOME"]

@@ -1,6 +1,6 @@
 import pytest
 
-from studio.engine.device import compile_error
+from studio.engine.device.device import compile_error
 from studio.engine.errors import StudioError
 
 

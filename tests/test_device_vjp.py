@@ -4,11 +4,11 @@ import numpy as np
 import pytest
 
 from conftest import BUILTINS, MEDIAN
-from studio.engine.checker import check_package
+from studio.engine.proof.checker import check_package
 from studio.engine.errors import StudioError
-from studio.engine.execution import Case, run_cases
-from studio.engine.package import load_package
-from studio.engine.vjp import backward_program, call_reference, device_vjp, reference_vjp
+from studio.engine.device.execution import Case, run_cases
+from studio.engine.contract.package import load_package
+from studio.engine.grad.vjp import backward_program, call_reference, device_vjp, reference_vjp
 
 R = np.random.default_rng
 CASES = {   # (inputs, params, exact): exact = bit for bit equal to the reference VJP run in f32
@@ -67,7 +67,7 @@ def test_story_backward_kernel_is_bit_for_bit_the_reference_vjp(n, w, device):
     want = reference_vjp(pkg, {"x": x}, {"w": w}, {"dy": dy.astype(np.float64)})["x"]
     # the reference sums in f64; every dx[j] is a sum of at most w values of dy, in increasing i
     np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
-    from studio.engine.reference import run_reference_raw
+    from studio.engine.trust.reference import run_reference_raw
     ref32 = np.asarray(run_reference_raw(pkg, "vjp", {"x": x}, {"w": w}, dy=dy), np.float32)
     assert np.array_equal(got.view(np.uint32), ref32.view(np.uint32))
 

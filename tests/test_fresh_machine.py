@@ -80,7 +80,7 @@ def test_opted_in_opengl_main_job_proves_first_and_stops_on_the_wrong_median(tmp
 def test_choose_adapter_refuses_opengl_unless_opted_in(monkeypatch):
     import wgpu
 
-    from studio.engine.device import choose_adapter
+    from studio.engine.device.device import choose_adapter
     from studio.engine.errors import StudioError
     monkeypatch.setenv("WGPU_BACKEND_TYPE", "OpenGL")
     monkeypatch.delenv("SCELLIS_ALLOW_OPENGL", raising=False)
@@ -96,7 +96,7 @@ def test_choose_adapter_refuses_opengl_unless_opted_in(monkeypatch):
 
 
 def test_main_job_proves_its_ops_then_plots_the_right_median(tmp_path):
-    from studio.engine.demo import spike_removal
+    from studio.engine.services.demo import spike_removal
     proofs = []
     r = spike_removal(n=50_000, w=7, seed=3, on_proof=proofs.append)
     assert [p.op for p in proofs] == ["core/signal/spiky_signal@1", "user/demo/windowed_median@1"]

@@ -23,12 +23,12 @@ import pytest
 import tomli_w
 from hypothesis import HealthCheck, Phase, given, note, settings, strategies as st
 
-from studio.engine.backward import parse_backward
-from studio.engine.bindings import parse_bindings
+from studio.engine.contract.backward import parse_backward
+from studio.engine.contract.bindings import parse_bindings
 from studio.engine.errors import StudioError
-from studio.engine.expr import parse_expr
-from studio.engine.package import load_package
-from studio.engine.signature import parse_signature
+from studio.engine.contract.expr import parse_expr
+from studio.engine.contract.package import load_package
+from studio.engine.contract.signature import parse_signature
 
 pytestmark = pytest.mark.slow
 

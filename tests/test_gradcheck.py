@@ -11,9 +11,9 @@ import pytest
 
 from conftest import BUILTINS, EXAMPLES, MEDIAN, _authored
 from studio.engine.errors import StudioError
-from studio.engine.gradcheck import (MIN_COUNTED, MUTANTS, gradcheck, receipt_path, receipt_status,
+from studio.engine.proof.gradcheck import (MIN_COUNTED, MUTANTS, gradcheck, receipt_path, receipt_status,
                                      write_receipt)
-from studio.engine.package import load_package
+from studio.engine.contract.package import load_package
 
 ELEMENTWISE_WGSL = """struct Params {
     n: u32,

@@ -16,7 +16,7 @@ import tomli_w
 
 from studio.cli import main as cli
 from studio.engine.errors import StudioError
-from studio.engine.package import MAX_FILE_BYTES, MAX_FILES, load_package
+from studio.engine.contract.package import MAX_FILE_BYTES, MAX_FILES, load_package
 
 BASE = Path(__file__).resolve().parent / "data" / "reliability" / "fill"
 

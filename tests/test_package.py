@@ -5,7 +5,7 @@ import pytest
 
 from conftest import MEDIAN, copy_package
 from studio.engine.errors import StudioError
-from studio.engine.package import content_hash, load_package
+from studio.engine.contract.package import content_hash, load_package
 
 
 def test_loads_the_story_op():

@@ -16,11 +16,12 @@ import numpy as np
 import pytest
 
 from studio.cli import main as cli
-from studio.engine import sandbox, trust
-from studio.engine.conformance import conform
+from studio.engine.trust import sandbox
+from studio.engine.trust import store as trust
+from studio.engine.proof.conformance import conform
 from studio.engine.errors import StudioError
-from studio.engine.package import folder_hash, load_package, save_package
-from studio.engine.reference import load_reference, run_reference
+from studio.engine.contract.package import folder_hash, load_package, save_package
+from studio.engine.trust.reference import load_reference, run_reference
 
 REPO = Path(__file__).resolve().parents[1]
 MEDIAN = REPO / "examples" / "windowed_median"
@@ -281,7 +282,7 @@ def test_hostile_replies_cannot_reach_the_engine():
 
 def test_the_host_dies_with_the_process_that_started_it(tmp_path):
     code = ("import sys, os; sys.path.insert(0, %r)\n"
-            "from studio.engine import sandbox\n"
+            "from studio.engine.trust import sandbox\n"
             "h = sandbox.Host(); h.load('x = 1', 'r.py'); print(h.pid, flush=True); os._exit(0)") % str(REPO)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     pid = int(out.stdout.strip())

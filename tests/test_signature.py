@@ -3,8 +3,8 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from studio.engine.errors import StudioError
-from studio.engine.expr import BinOp, Num, Sym, parse_expr
-from studio.engine.signature import DataDim, Domain, parse_signature
+from studio.engine.contract.expr import BinOp, Num, Sym, parse_expr
+from studio.engine.contract.signature import DataDim, Domain, parse_signature
 
 WM = "windowed_median(x: f32[n] finite; w: u32 odd in [1, 31], w <= n) -> y: f32[n - w + 1]"
 

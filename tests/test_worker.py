@@ -13,11 +13,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from studio.engine import worker as worker_mod
+from studio.engine.worker import worker as worker_mod
 from studio.engine.errors import StudioError
-from studio.engine.execution import run_op
-from studio.engine.package import load_package
-from studio.engine.worker import SHM_MIN_BYTES, WorkerCancelled, WorkerClient, WorkerTimeout
+from studio.engine.device.execution import run_op
+from studio.engine.contract.package import load_package
+from studio.engine.worker.worker import SHM_MIN_BYTES, WorkerCancelled, WorkerClient, WorkerTimeout
 
 DATA = Path(__file__).resolve().parent / "data" / "reliability"
 SPIN, FILL = DATA / "spin", DATA / "fill"

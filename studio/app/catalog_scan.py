@@ -10,8 +10,8 @@ RECEIPT_STATES = ("valid", "none", "stale", "foreign", "failed", "malformed")
 
 
 def scan(extra_roots: list[str], profile_id: str | None) -> list[dict]:
-    from ..engine.catalog import Catalog
-    from ..engine.receipt import local_status
+    from ..engine.contract.catalog import Catalog
+    from ..engine.proof.receipts import local_status
     cat = Catalog.default([Path(r) for r in extra_roots])
     cards = []
     for pkg in cat.list():

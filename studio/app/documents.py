@@ -9,7 +9,7 @@ from pathlib import Path
 from ..engine.atomic import write_bytes, write_text
 from ..engine.resources import ROOT, TEMPLATES
 from ..engine.errors import StudioError
-from ..engine.package import MANIFEST, MAX_FILE_BYTES, MAX_FILES, _package_files
+from ..engine.contract.package import MANIFEST, MAX_FILE_BYTES, MAX_FILES, _package_files
 from .model import OpDocument
 
 NAME_RE = re.compile(r"^[a-z][a-z0-9_]*$")

@@ -20,7 +20,7 @@ from pathlib import Path
 from PySide6.QtCore import QObject, Signal
 
 from ..engine.errors import StudioError
-from ..engine.package import MANIFEST, content_hash
+from ..engine.contract.package import MANIFEST, content_hash
 from . import toml_edit
 
 FIELD, FILE = "field:", "file:"
@@ -38,7 +38,7 @@ def _leaves(data: dict, prefix: str = "") -> dict[str, object]:
 
 
 def toml_error(text: str, file: str = MANIFEST) -> StudioError | None:
-    from ..engine.manifest import read_manifest
+    from ..engine.contract.manifest import read_manifest
     try:
         read_manifest(text.encode("utf-8"), file)
     except StudioError as e:
@@ -181,8 +181,8 @@ OPTIONAL_EMPTY = {"license", "backward.subgradient", "backward.kinks", "toleranc
 
 def _contract_problem(text: str) -> StudioError | None:
     """The first problem building the contract finds (positions in op.toml), or None."""
-    from ..engine.contract import build_contract
-    from ..engine.manifest import read_manifest
+    from ..engine.contract.contract import build_contract
+    from ..engine.contract.manifest import read_manifest
     try:
         build_contract(read_manifest(text.encode("utf-8"), MANIFEST))
     except StudioError as e:

@@ -7,8 +7,8 @@ from __future__ import annotations
 from PySide6.QtCore import Qt, QTimer
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QLineEdit, QScrollArea, QVBoxLayout, QWidget
 
-from ..engine.manifest import Manifest
-from ..engine.package import MANIFEST
+from ..engine.contract.manifest import Manifest
+from ..engine.contract.package import MANIFEST
 from .cells.backward import BackwardCell
 from .cells.bindings import BindingsCell
 from .cells.code import KernelCell, ManifestCell, ReferenceCell

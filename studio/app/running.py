@@ -9,7 +9,7 @@ from PySide6.QtCore import QObject, Signal
 from PySide6.QtWidgets import QFileDialog
 
 from ..engine.errors import StudioError
-from ..engine.signature import parse_signature
+from ..engine.contract.signature import parse_signature
 from .panels.run import SPIKY
 
 

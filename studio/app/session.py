@@ -10,7 +10,7 @@ from PySide6.QtCore import QObject, QTimer, Signal
 
 from ..engine import trust
 from ..engine.atomic import write_text
-from ..engine.package import content_hash
+from ..engine.contract.package import content_hash
 from . import snapshots
 from .autosave import AutosaveStore
 from .documents import save_document

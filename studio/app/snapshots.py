@@ -14,7 +14,7 @@ import tempfile
 from pathlib import Path
 
 from ..engine.atomic import write_bytes
-from ..engine.package import content_hash
+from ..engine.contract.package import content_hash
 from .paths import snapshots_dir
 
 KEEP = 48

@@ -150,7 +150,7 @@ class MainWindow(QMainWindow):
         return view
 
     def new_op_dialog(self) -> None:
-        from ..engine.catalog import user_ops_dir
+        from ..engine.contract.catalog import user_ops_dir
         dlg = NewOpDialog(self, folder=str(user_ops_dir()))
         if dlg.exec():
             try:
@@ -200,7 +200,7 @@ class MainWindow(QMainWindow):
 
     def _remember(self, folder: Path) -> None:
         """Keep the package in My ops across sessions (the catalog is re-read in the worker)."""
-        from ..engine.catalog import BUILTINS, EXAMPLES, user_ops_dir
+        from ..engine.contract.catalog import BUILTINS, EXAMPLES, user_ops_dir
         from .paths import remember_package
         folder = Path(folder)
         if any(folder.resolve().is_relative_to(r.resolve()) for r in (BUILTINS, EXAMPLES, user_ops_dir())):

@@ -1,4 +1,4 @@
-"""The bridge from the engine's device worker (studio/engine/worker.py) to Qt signals.
+"""The bridge from the engine's device worker (studio/engine/worker/worker.py) to Qt signals.
 
 All device work — check, compile, conformance, gradcheck, run — is a request to a
 ``WorkerClient``: a child process that owns the wgpu device, killed and restarted on a budget
@@ -124,7 +124,7 @@ class DeviceWorkers(QObject):
         if c is None:
             factory = self._factory
             if factory is None:
-                from ..engine.worker import WorkerClient
+                from ..engine.worker.worker import WorkerClient
                 from .catalog_scan import register
                 register()
                 factory = WorkerClient

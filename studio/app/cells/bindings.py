@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from PySide6.QtWidgets import QLabel
 
-from ...engine.bindings import check_against_signature, parse_bindings
+from ...engine.contract.bindings import check_against_signature, parse_bindings
 from ...engine.errors import StudioError
-from ...engine.signature import parse_signature
+from ...engine.contract.signature import parse_signature
 from ..editors import CodeEditor, Marker
 from ..model import FIELD
 from .base import Cell, InlineMessage

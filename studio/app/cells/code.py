@@ -5,7 +5,7 @@ from __future__ import annotations
 from PySide6.QtWidgets import QComboBox, QFormLayout, QHBoxLayout, QLabel, QLineEdit, QSpinBox
 
 from ...engine.errors import StudioError
-from ...engine.package import MANIFEST
+from ...engine.contract.package import MANIFEST
 from ..editors import CodeEditor, Marker
 from ..model import FIELD, FILE
 from .base import Cell, InlineMessage
@@ -113,7 +113,7 @@ class KernelCell(CodeCell):
         return self.doc.kernel_file
 
     def _validate_invocations(self) -> None:
-        from ...engine.expr import parse_expr
+        from ...engine.contract.expr import parse_expr
         text = self.doc.field("kernel.invocations")
         try:
             parse_expr(str(text or ""))

@@ -4,7 +4,7 @@ from __future__ import annotations
 from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QComboBox, QFormLayout, QLineEdit
 
-from ...engine.contract import VISIBILITIES, OpId
+from ...engine.contract.contract import VISIBILITIES, OpId
 from ...engine.errors import StudioError
 from ..model import FIELD
 from .base import Cell, InlineMessage
@@ -13,7 +13,7 @@ from .binding import Binder
 
 def license_problem(expr: str) -> StudioError | None:
     """The engine's SPDX check (license-expression); slow on first use, so run it off the GUI thread."""
-    from ...engine.checker import check_license
+    from ...engine.proof.checker import check_license
     try:
         errs = check_license(expr, file="op.toml")
     except Exception as e:  # noqa: BLE001 - license-expression raises odd types on some inputs

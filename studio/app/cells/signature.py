@@ -9,7 +9,7 @@ from __future__ import annotations
 from PySide6.QtWidgets import QFormLayout, QLabel, QLineEdit
 
 from ...engine.errors import StudioError
-from ...engine.signature import DTYPE_BYTES, parse_signature
+from ...engine.contract.signature import DTYPE_BYTES, parse_signature
 from ..editors import mono_font
 from ..model import FIELD
 from .base import Cell, InlineMessage

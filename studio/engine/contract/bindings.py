@@ -1,0 +1,199 @@
+"""The buffer binding descriptor (grammar: studio/resources/grammars/bindings.lark): which buffer sits at
+which @group/@binding, storage access, and the layout of uniform structs."""
+from __future__ import annotations
+
+import math
+import numbers
+import struct
+from dataclasses import dataclass
+from typing import Iterator
+
+from lark import Tree
+
+from ..errors import StudioError
+from .expr import Expr, Number, Sym, build, size
+from .grammar import Source, parse
+from .signature import DTYPE_BYTES, INT_RANGE, DataDim, Signature
+
+EXAMPLE = "@group(0) @binding(0) x : storage read f32[n]"
+ACCESS = ("read", "read_write")
+FIELD_PACK = {"u32": "<I", "i32": "<i", "f32": "<f"}  # uniform field dtype -> struct format
+
+
+@dataclass(frozen=True)
+class UniformField:
+    name: str
+    dtype: str
+    value: Expr
+    line: int
+    col: int
+
+
+@dataclass(frozen=True)
+class Binding:
+    group: int
+    binding: int
+    name: str
+    kind: str  # "storage" | "uniform"
+    access: str | None  # storage: "read" | "read_write"
+    dtype: str | None  # storage element dtype
+    dims: tuple[Expr, ...]
+    fields: tuple[UniformField, ...]
+    line: int
+    col: int
+
+    @property
+    def layout(self) -> str:
+        """The part after the colon, canonical: 'storage read f32[n]' or 'uniform { n: u32 = n }'."""
+        if self.kind == "uniform":
+            return "uniform { " + ", ".join(f"{f.name}: {f.dtype} = {f.value}" for f in self.fields) + " }"
+        return f"storage {self.access} {self.dtype}[{', '.join(map(str, self.dims))}]"
+
+    def _require(self, kind: str) -> None:
+        if self.kind != kind:
+            raise StudioError(f"{self.name} is a {self.kind} binding, not a {kind} one", field=self.name,
+                              hint="uniforms have struct_size and uniform_bytes; storage has element_count")
+
+    @property
+    def struct_size(self) -> int:
+        """WGSL size of the uniform struct: every field is a 4-byte scalar with alignment 4, so
+        the fields pack without padding and the struct (alignment 4) needs none at its end."""
+        self._require("uniform")
+        return 4 * len(self.fields)
+
+    def uniform_bytes(self, env: dict[str, Number]) -> bytes:
+        """The uniform struct's contents, little-endian, from the symbol values in env."""
+        self._require("uniform")
+        return b"".join(_pack(self.name, f, env) for f in self.fields)
+
+    def element_count(self, env: dict[str, Number]) -> int:
+        self._require("storage")
+        return math.prod(size(d, env, f"{self.name} dim {i}", self.name) for i, d in enumerate(self.dims))
+
+    def __str__(self):
+        return f"@group({self.group}) @binding({self.binding}) {self.name} : {self.layout}"
+
+
+def _pack(binding: str, f: UniformField, env: dict[str, Number]) -> bytes:
+    where = f"{binding}.{f.name}"
+    try:
+        v = f.value.eval(env)
+    except StudioError as e:
+        e.field = where
+        raise
+    if f.dtype in INT_RANGE:
+        lo, hi = INT_RANGE[f.dtype]
+        v = int(v) if isinstance(v, float) and v.is_integer() else v
+        if not isinstance(v, numbers.Integral) or not lo <= v <= hi:
+            raise StudioError(f"uniform field {where} = {v} does not fit {f.dtype} (an integer in [{lo}, {hi}])",
+                              field=where, hint=f"check '{f.value}' or the field dtype")
+    try:
+        return struct.pack(FIELD_PACK[f.dtype], v)
+    except OverflowError:
+        raise StudioError(f"uniform field {where} = {v} does not fit f32", field=where,
+                          hint=f"check '{f.value}'") from None
+
+
+@dataclass(frozen=True)
+class BindingDescriptor:
+    bindings: tuple[Binding, ...]
+    text: str
+    file: str | None = None
+    line: int = 1  # where the text starts in file
+    col: int = 1
+
+    def by_name(self, name: str) -> Binding:
+        for b in self.bindings:
+            if b.name == name:
+                return b
+        raise StudioError(f"no binding named '{name}'", file=self.file, field=name,
+                          hint=f"the bindings: {', '.join(b.name for b in self.bindings) or 'none'}")
+
+    def __iter__(self) -> Iterator[Binding]:
+        return iter(self.bindings)
+
+    def __len__(self) -> int:
+        return len(self.bindings)
+
+
+def parse_bindings(text: str, *, file: str | None = None, line: int = 1, col: int = 1) -> BindingDescriptor:
+    """Parse a binding descriptor; text starts at (line, col) of file. Raises StudioError."""
+    src = Source(text, file, line, col)
+    return parse("bindings", src, lambda tree: _descriptor(tree, src), EXAMPLE)
+
+
+def _descriptor(tree: Tree, src: Source) -> BindingDescriptor:
+    slots: dict[tuple[int, int], str] = {}
+    names: set[str] = set()
+    out = []
+    for b in filter(None, tree.children):
+        group, binding, name, kind = b.children
+        at = src.at(b.meta.line, b.meta.column)
+        if (int(group), int(binding)) in slots:
+            raise src.error(f"@group({group}) @binding({binding}) is already taken by "
+                            f"{slots[int(group), int(binding)]}", at, "give each binding its own slot")
+        if name in names:
+            raise src.error(f"'{name}' is already bound", name, "bind each buffer once")
+        slots[int(group), int(binding)] = str(name)
+        names.add(str(name))
+        if kind.data == "storage":
+            access, dtype, dims = kind.children
+            if access not in ACCESS:
+                raise src.error(f"unknown access '{access}'", access,
+                                "write read (for an input) or read_write (for an output or scratch)")
+            if dtype not in DTYPE_BYTES:
+                raise src.error(f"unknown dtype '{dtype}'", dtype, f"the dtypes are {', '.join(DTYPE_BYTES)}")
+            dims = tuple(build(d, src) for d in dims.children) if dims else ()
+            out.append(Binding(int(group), int(binding), str(name), "storage", str(access), str(dtype), dims, (), *at))
+        else:
+            out.append(Binding(int(group), int(binding), str(name), "uniform", None, None, (),
+                               _fields(kind.children, src), *at))
+    return BindingDescriptor(tuple(out), src.text, src.file, src.line, src.col)
+
+
+def _fields(trees: list[Tree], src: Source) -> tuple[UniformField, ...]:
+    fields: list[UniformField] = []
+    for t in trees:
+        name, dtype, value = t.children
+        if any(f.name == name for f in fields):
+            raise src.error(f"field '{name}' is repeated", name, "give each field its own name")
+        if dtype not in FIELD_PACK:
+            raise src.error(f"unknown uniform field dtype '{dtype}'", dtype,
+                            f"the uniform field dtypes are {', '.join(FIELD_PACK)}")
+        fields.append(UniformField(str(name), str(dtype), build(value, src), *src.pos(name)))
+    return tuple(fields)
+
+
+def check_against_signature(desc: BindingDescriptor, sig: Signature) -> list[StudioError]:
+    """Every input needs a 'storage read' binding and every output a 'storage read_write' one with
+    the same dtype and dims; other storage is read_write scratch; expressions use signature symbols."""
+    errors: list[StudioError] = []
+    bound = {b.name: b for b in desc}
+    for role, access, specs in (("input", "read", sig.inputs), ("output", "read_write", sig.outputs)):
+        for t in specs:
+            want = f"storage {access} {t.dtype}[{', '.join(map(str, t.dims))}]"
+            b = bound.get(t.name)
+            if b is None:
+                errors.append(StudioError(f"no binding for the {role} '{t.name}'", file=desc.file, line=desc.line,
+                                          col=desc.col, field=t.name,
+                                          hint=f"add: @group(0) @binding(N) {t.name} : {want}"))
+            elif (b.kind, b.access, b.dtype) != ("storage", access, t.dtype) or len(b.dims) != len(t.dims) or any(
+                    not isinstance(s, DataDim) and str(s) != str(d) for s, d in zip(t.dims, b.dims)):
+                errors.append(StudioError(f"{t.name} is bound as '{b.layout}' but the signature's "
+                                          f"{role} needs '{want}'", file=desc.file, line=b.line, col=b.col,
+                                          field=t.name, hint=f"write: {t.name} : {want}"))
+    tensors = {t.name for t in sig.inputs + sig.outputs}
+    for b in desc:
+        if b.name in tensors:
+            continue
+        if b.kind == "storage" and b.access == "read":
+            errors.append(StudioError(f"'{b.name}' is read-only storage but the signature has no input "
+                                      f"'{b.name}'", file=desc.file, line=b.line, col=b.col, field=b.name,
+                                      hint="bind scratch as read_write, or use an input's name"))
+        for e in (*b.dims, *(f.value for f in b.fields)):
+            for s in e.nodes():
+                if isinstance(s, Sym) and s.name not in sig.symbols:
+                    errors.append(StudioError(f"'{s.name}' is not a symbol of the signature", file=desc.file,
+                                              line=s.at[0], col=s.at[1], field=b.name,
+                                              hint=f"use {', '.join(sorted(sig.symbols)) or 'constants'}"))
+    return errors

@@ -1,0 +1,192 @@
+"""The contract: what an op promises, read from its manifest into typed parts."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from .backward import Backward, Composition, parse_backward
+from .bindings import BindingDescriptor, parse_bindings
+from ..errors import StudioError
+from .expr import Expr
+from .manifest import Manifest
+from .signature import Signature, parse_signature
+from .tolerance import Tolerance, parse_tolerance
+
+ID_RE = re.compile(r"^(?P<ns>[a-z][a-z0-9_-]*)/(?P<author>[a-z0-9][a-z0-9_.-]*)/(?P<name>[a-z][a-z0-9_]*)@(?P<version>[1-9][0-9]*)$")
+VISIBILITIES = ("private", "workspace", "public")
+PRECISIONS = ("f64", "f32")
+MAX_AUTHORS = 64
+
+
+@dataclass(frozen=True)
+class OpId:
+    namespace: str
+    author: str
+    name: str
+    version: int
+
+    @classmethod
+    def parse(cls, text: str, *, file: str | None = None, field: str = "id") -> "OpId":
+        m = ID_RE.match(text or "")
+        if not m:
+            raise StudioError(f"bad op id {text!r}", file=file, field=field,
+                              hint="write namespace/author/name@version, e.g. user/demo/windowed_median@1")
+        return cls(m["ns"], m["author"], m["name"], int(m["version"]))
+
+    @property
+    def unversioned(self) -> str:
+        return f"{self.namespace}/{self.author}/{self.name}"
+
+    def __str__(self) -> str:
+        return f"{self.unversioned}@{self.version}"
+
+
+@dataclass
+class KernelSpec:
+    file: str
+    entry: str
+    workgroup_size: int
+    invocations: Expr
+
+
+@dataclass
+class BackwardKernelSpec:
+    """The device VJP ([backward] kernel, entry, workgroup_size, invocations, bindings): a WGSL
+    kernel with its own launch geometry and binding descriptor, run by the same executor."""
+    file: str
+    entry: str
+    workgroup_size: int
+    invocations: Expr
+    bindings: BindingDescriptor
+
+
+@dataclass
+class Contract:
+    id: OpId
+    summary: str
+    license: str | None
+    visibility: str
+    authors: list[str]
+    signature: Signature
+    tolerance: Tolerance
+    reference_file: str
+    reference_forward: str
+    precision: str
+    kernel: KernelSpec | None          # None for a composite op: its steps' kernels run instead
+    bindings: BindingDescriptor
+    backward: Backward
+    subgradient: str | None
+    kinks: str | None = None
+    extra: dict = field(default_factory=dict)
+    gradient_tolerance: float | None = None        # [backward] gradient_tolerance (docs/gradients.md)
+    backward_kernel: BackwardKernelSpec | None = None
+    composite: Composition | None = None           # the steps after `composite` in [backward] text
+
+
+def _embedded(m: Manifest, dotted: str, parse):
+    text = m.get(dotted, str)
+    line, col = m.position(dotted)
+    return parse(text, file=m.file, line=line or 1, col=col or 1)
+
+
+def build_contract(m: Manifest) -> Contract:
+    from .expr import parse_expr  # local: expr grammar loads lazily
+    op_id = OpId.parse(m.get("id", str), file=m.file)
+    visibility = m.get("visibility", str, required=False, default="private")
+    if visibility not in VISIBILITIES:
+        raise StudioError(f"visibility {visibility!r} is not one of {', '.join(VISIBILITIES)}",
+                          file=m.file, field="visibility")
+    precision = m.get("reference.precision", str, required=False, default="f64")
+    if precision not in PRECISIONS:
+        raise StudioError(f"reference.precision {precision!r} is not one of {', '.join(PRECISIONS)}",
+                          file=m.file, field="reference.precision")
+    wg = m.get("kernel.workgroup_size", int, required=False, default=64)
+    if not 1 <= wg <= 256:
+        raise StudioError(f"kernel.workgroup_size {wg} outside [1, 256]", file=m.file, field="kernel.workgroup_size")
+    authors = m.get("authors", list, required=False, default=[])
+    if not all(isinstance(a, str) for a in authors):
+        raise StudioError("authors must be a list of strings", file=m.file, field="authors")
+    if len(authors) > MAX_AUTHORS or any(len(a) > 200 for a in authors):
+        raise StudioError(f"authors: at most {MAX_AUTHORS} names of at most 200 characters", file=m.file,
+                          field="authors")
+    license_ = m.get("license", str, required=False, max_len=1000)
+    _no_composite_section(m)
+    backward = _embedded(m, "backward.text", parse_backward)
+    composite = backward.composition
+    return Contract(
+        id=op_id,
+        summary=m.get("summary", str, max_len=400),
+        license=license_,
+        visibility=visibility,
+        authors=authors,
+        signature=_embedded(m, "signature", parse_signature),
+        tolerance=parse_tolerance(m.get("tolerance.class", str), m.get("tolerance.category", str),
+                                  m.get("tolerance.justification", str, required=False, default=""), file=m.file),
+        reference_file=m.get("reference.file", str, required=False, default="reference.py"),
+        reference_forward=m.get("reference.forward", str, required=False, default="forward"),
+        precision=precision,
+        kernel=None if composite else KernelSpec(
+            file=m.get("kernel.file", str, required=False, default="forward.wgsl"),
+            entry=m.get("kernel.entry", str, required=False, default="main"),
+            workgroup_size=wg,
+            invocations=_embedded(m, "kernel.invocations", parse_expr),
+        ),
+        bindings=BindingDescriptor((), "", m.file) if composite else _embedded(m, "bindings.text", parse_bindings),
+        backward=backward,
+        subgradient=m.get("backward.subgradient", str, required=False),
+        kinks=m.get("backward.kinks", str, required=False),
+        gradient_tolerance=_gradient_tolerance(m),
+        backward_kernel=_backward_kernel(m, backward),
+        composite=composite,
+    )
+
+
+def _gradient_tolerance(m: Manifest) -> float | None:
+    tol = m.get("backward.gradient_tolerance", (int, float), required=False)
+    if tol is not None and not tol > 0:
+        raise StudioError(f"backward.gradient_tolerance {tol} must be a positive number", file=m.file,
+                          field="backward.gradient_tolerance", hint="e.g. gradient_tolerance = 1e-6")
+    return None if tol is None else float(tol)
+
+
+_BACKWARD_KERNEL_KEYS = ("kernel", "entry", "workgroup_size", "invocations", "bindings")
+
+
+def _backward_kernel(m: Manifest, backward: Backward) -> BackwardKernelSpec | None:
+    """[backward] kernel/entry/workgroup_size/invocations/bindings: the device VJP named by
+    `on device("...")` in the vjp rules (one backward kernel per op)."""
+    from .expr import parse_expr
+    named = sorted({r.device_kernel for r in backward.rules if r.device_kernel})
+    section = m.data.get("backward") if isinstance(m.data.get("backward"), dict) else {}
+    given = [k for k in _BACKWARD_KERNEL_KEYS if k in section]
+    if not named:
+        if given:
+            raise StudioError(f"[backward] {given[0]} is set but no vjp rule runs on the device", file=m.file,
+                              field=f"backward.{given[0]}",
+                              hint='name the kernel in a rule: vjp x: reference(vjp) on device("backward.wgsl")')
+        return None
+    if len(named) > 1:
+        raise StudioError(f"the vjp rules name {len(named)} device kernels ({', '.join(named)}); an op has one",
+                          file=m.file, field="backward.text",
+                          hint="compute every device gradient in one backward kernel")
+    file = m.get("backward.kernel", str, required=False, default=named[0])
+    if file != named[0]:
+        raise StudioError(f"[backward] kernel = {file!r} but the vjp rule runs on device({named[0]!r})",
+                          file=m.file, field="backward.kernel", hint="name the same .wgsl file in both places")
+    wg = m.get("backward.workgroup_size", int, required=False, default=64)
+    if not 1 <= wg <= 256:
+        raise StudioError(f"backward.workgroup_size {wg} outside [1, 256]", file=m.file, field="backward.workgroup_size")
+    return BackwardKernelSpec(file=file, entry=m.get("backward.entry", str, required=False, default="main"),
+                              workgroup_size=wg, invocations=_embedded(m, "backward.invocations", parse_expr),
+                              bindings=_embedded(m, "backward.bindings", parse_bindings))
+
+
+def _no_composite_section(m: Manifest) -> None:
+    """A composite's steps live in its backward text; an old [composite] section is not read."""
+    if "composite" in m.data:
+        line = next((n for n, raw in enumerate(m.text.split("\n"), 1) if raw.strip().startswith("[composite]")),
+                    None)
+        raise StudioError("a [composite] section: a composite op's steps go in [backward] text, after 'composite'",
+                          file=m.file, line=line, col=1 if line else None, field="composite",
+                          hint='write text = """ then composite, then one step per line such as '
+                               'u = core/shape/unfold@1(x; w = w), then """ under [backward]')

@@ -1,0 +1,152 @@
+"""Tolerance classes, semantic categories, the rule between them, and comparison.
+
+Classes: ``exact`` (bitwise), ``ulp(K)`` (at most K units in the last place),
+``bound`` / ``bound(C)`` (C times the category's standard forward-error bound,
+C <= 1). Comparison semantics are documented in docs/tolerance.md.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import StudioError
+
+# Categories that do no arithmetic on values: each output is bit for bit one of the
+# inputs (or parameters), or an integer computation.
+NON_ARITHMETIC = {"selection", "permutation", "copy", "integer"}
+# Arithmetic categories and the loosest class each may declare.
+STANDARD_ULP = {"elementwise": 4, "stencil": 4, "generator": 4}
+BOUND_CATEGORIES = {"reduction", "contraction"}
+CATEGORIES = NON_ARITHMETIC | set(STANDARD_ULP) | BOUND_CATEGORIES
+
+U32 = 2.0 ** -24  # unit roundoff of f32
+
+_CLASS = re.compile(r"^(exact|ulp\((\d+)\)|bound(?:\(([0-9.eE+-]+)\))?)$")
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    kind: str            # "exact" | "ulp" | "bound"
+    ulps: int = 0
+    factor: float = 1.0  # bound: multiple of the category's standard bound
+    category: str = ""
+    justification: str = ""
+
+    def __str__(self) -> str:
+        if self.kind == "ulp":
+            return f"ulp({self.ulps})"
+        if self.kind == "bound":
+            return "bound" if self.factor == 1.0 else f"bound({self.factor:g})"
+        return "exact"
+
+
+def parse_tolerance(cls: str, category: str, justification: str = "", *, file: str | None = None) -> Tolerance:
+    m = _CLASS.match(cls.strip()) if isinstance(cls, str) else None
+    if not m:
+        raise StudioError(f"unknown tolerance class {cls!r}", file=file, field="tolerance.class",
+                          hint='use "exact", "ulp(K)" or "bound"')
+    if category not in CATEGORIES:
+        raise StudioError(f"unknown semantic category {category!r}", file=file, field="tolerance.category",
+                          hint="one of: " + ", ".join(sorted(CATEGORIES)))
+    if m.group(1) == "exact":
+        return Tolerance("exact", category=category, justification=justification)
+    if m.group(2) is not None:
+        return Tolerance("ulp", ulps=int(m.group(2)), category=category, justification=justification)
+    return Tolerance("bound", factor=float(m.group(3) or 1.0), category=category, justification=justification)
+
+
+def check_class_fits_category(tol: Tolerance, *, file: str | None = None) -> list[StudioError]:
+    """The checker's rule: exact only for categories that do no arithmetic (with a written
+    justification); arithmetic categories may not declare looser than their standard bound."""
+    errs = []
+    cat = tol.category
+    def err(msg, hint):
+        errs.append(StudioError(msg, file=file, field="tolerance.class", hint=hint))
+    if tol.kind == "exact":
+        if cat not in NON_ARITHMETIC:
+            err(f"category '{cat}' does arithmetic on values and cannot claim 'exact'",
+                f"declare ulp(K) (K <= {STANDARD_ULP.get(cat, 4)}) or bound, or fix the category")
+        elif len(tol.justification.strip()) < 20:
+            errs.append(StudioError("'exact' needs a written justification (why no rounding happens)",
+                                    file=file, field="tolerance.justification",
+                                    hint="say in a sentence why every output is bit for bit determined"))
+    elif tol.kind == "ulp":
+        if cat in BOUND_CATEGORIES:
+            err(f"category '{cat}' accumulates; a fixed ulp count is not its contract",
+                "declare class = \"bound\" (the standard gamma_K * sum|terms| bound)")
+        elif cat in STANDARD_ULP and tol.ulps > STANDARD_ULP[cat]:
+            err(f"ulp({tol.ulps}) is looser than the '{cat}' standard ulp({STANDARD_ULP[cat]})",
+                f"tighten to ulp({STANDARD_ULP[cat]}) or less, or fix the kernel")
+    elif tol.kind == "bound":
+        if cat not in BOUND_CATEGORIES:
+            err(f"'bound' is for reductions and contractions, not '{cat}'", "declare exact or ulp(K)")
+        elif tol.factor > 1.0:
+            err(f"bound({tol.factor:g}) is looser than the '{cat}' standard bound",
+                "declare bound (factor 1) or tighter")
+    return errs
+
+
+# ---------------------------------------------------------------- comparison
+
+def _ordered(bits: np.ndarray) -> np.ndarray:
+    """Map f32 bit patterns to integers whose order is the float order (-0 and +0 adjacent)."""
+    b = bits.astype(np.int64)
+    return np.where(b & 0x80000000, 0x80000000 - (b & 0x7FFFFFFF), b + 0x80000000)
+
+
+@dataclass
+class Mismatch:
+    index: int
+    expected: float
+    got: float
+    expected_bits: int
+    got_bits: int
+    allowed: str
+
+    def describe(self) -> str:
+        return (f"index {self.index}: expected {self.expected!r} (0x{self.expected_bits:08x}), "
+                f"got {self.got!r} (0x{self.got_bits:08x}); allowed: {self.allowed}")
+
+
+def compare(tol: Tolerance, expected: np.ndarray, got: np.ndarray, *, magnitude: np.ndarray | None = None,
+            terms: int = 1) -> Mismatch | None:
+    """First element where ``got`` breaks the tolerance against ``expected`` (both f32/i32/u32)."""
+    expected = np.ascontiguousarray(expected).reshape(-1)
+    got = np.ascontiguousarray(got).reshape(-1)
+    if expected.dtype != np.float32:
+        bad = np.flatnonzero(expected != got)
+        if bad.size == 0:
+            return None
+        i = int(bad[0])
+        return Mismatch(i, int(expected[i]), int(got[i]), int(expected.view(np.uint32)[i]),
+                        int(got.view(np.uint32)[i]), "equal")
+    eb, gb = expected.view(np.uint32), got.view(np.uint32)
+    enan, gnan = np.isnan(expected), np.isnan(got)
+    if tol.kind == "exact":
+        ok = (eb == gb) | (enan & gnan)
+        allowed = "bitwise equal (any NaN matches any NaN; -0 != +0)"
+    elif tol.kind == "ulp":
+        with np.errstate(invalid="ignore"):
+            dist = np.abs(_ordered(eb) - _ordered(gb))
+        inf_ok = ~np.isinf(expected) | (eb == gb)
+        # WGSL lets a device flush subnormal results to zero: a ±0 where a subnormal is expected is allowed
+        ftz = (np.abs(expected) < np.float32(2.0 ** -126)) & (got == 0)
+        ok = (((dist <= tol.ulps) | ftz) & inf_ok & ~enan & ~gnan) | (enan & gnan)
+        allowed = f"within {tol.ulps} ulp (subnormal results may flush to zero)"
+    else:
+        mag = np.abs(expected).astype(np.float64) if magnitude is None else np.asarray(magnitude, np.float64).reshape(-1)
+        k = terms + 2
+        gamma = k * U32 / (1 - k * U32)
+        # + k smallest subnormals: partial sums that underflow lose at most that much each
+        limit = tol.factor * gamma * mag + U32 * np.abs(expected.astype(np.float64)) + k * 2.0 ** -149
+        with np.errstate(invalid="ignore", over="ignore"):
+            diff = np.abs(expected.astype(np.float64) - got.astype(np.float64))
+            ok = (diff <= limit) | (enan & gnan) | ((eb == gb) & ~enan)
+        allowed = f"|diff| <= {tol.factor:g} * gamma_{k} * sum|terms| + u*|y|"
+    bad = np.flatnonzero(~ok)
+    if bad.size == 0:
+        return None
+    i = int(bad[0])
+    return Mismatch(i, float(expected[i]), float(got[i]), int(eb[i]), int(gb[i]), allowed)

@@ -1,0 +1,203 @@
+"""The device layer: one wgpu adapter and device, its GPU profile, compiling WGSL with
+errors mapped onto the author's own lines, a pipeline cache keyed by kernel hash."""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from dataclasses import dataclass
+
+from ..errors import StudioError
+
+os.environ.setdefault("XDG_RUNTIME_DIR", "/tmp")  # Mesa's Vulkan loader warns without it
+
+_SPAN = re.compile(r"(?:wgsl)?:(\d+):(\d+)")
+PROFILE_LIMITS = ("max-storage-buffer-binding-size", "max-buffer-size", "max-compute-workgroup-size-x",
+                  "max-compute-invocations-per-workgroup", "max-compute-workgroups-per-dimension",
+                  "max-compute-workgroup-storage-size", "max-bind-groups", "max-uniform-buffer-binding-size")
+
+
+def wgpu_module():
+    try:
+        import wgpu
+    except ImportError as e:  # pragma: no cover - install problem, not user input
+        raise StudioError(f"wgpu is not installed ({e})", hint="run the README's setup command") from None
+    return wgpu
+
+
+@dataclass(frozen=True)
+class GpuProfile:
+    """The envelope a proof ran in: which adapter, backend, driver, wgpu version and limits."""
+    adapter: dict
+    wgpu_version: str
+    limits: dict
+
+    @property
+    def id(self) -> str:
+        key = {k: self.adapter.get(k) for k in ("vendor", "device", "description", "backend_type",
+                                                  "adapter_type", "vendor_id", "device_id")}
+        key["wgpu"] = self.wgpu_version
+        return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
+
+    @property
+    def backend(self) -> str:
+        return str(self.adapter.get("backend_type"))
+
+    @property
+    def trusted(self) -> bool:
+        return self.backend in TRUSTED_BACKENDS
+
+    @property
+    def summary(self) -> str:
+        a = self.adapter
+        return f"{a.get('device')} [{a.get('backend_type')}, {a.get('adapter_type')}] {a.get('description')}"
+
+    def to_json(self) -> dict:
+        return {"id": self.id, "backend": self.backend, "trusted_backend": self.trusted, "adapter": self.adapter,
+                "wgpu_version": self.wgpu_version, "limits": self.limits}
+
+
+def compile_error(exc: Exception, *, file: str, user_lines: int | None = None) -> StudioError:
+    """Turn a wgpu/naga validation error into a StudioError at the author's line:col."""
+    text = str(exc)
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    # naga's headline: "Shader '' parsing error: expected `;`, found "if"" or a validation cause chain
+    head = next((ln for ln in lines if "error" in ln.lower() and "Validation Error" not in ln
+                 and not ln.startswith("In ")), lines[-1] if lines else "compile error")
+    head = re.sub(r"^Shader '[^']*' ", "", head)
+    detail = [ln for ln in lines if ln.startswith("│") or ln.startswith("=")]
+    m = _SPAN.search(text)
+    line, col = (int(m.group(1)), int(m.group(2))) if m else (None, None)
+    if line is not None and user_lines is not None and line > user_lines:
+        line = col = None  # inside engine-generated code: no user position to show
+    msg = head + ("" if not detail else " — " + " ".join(d.strip("│= ").strip() for d in detail if d.strip("│= ")))
+    return StudioError(msg, file=file, line=line, col=col,
+                       hint="fix the kernel at this position; the compiler is naga (wgpu's WGSL front end)")
+
+
+# Compute on these backends is trusted. wgpu's OpenGL (GLES) backend is not: on Mesa's llvmpipe
+# it computes wrong results for ordinary kernels (the story's median: 1,890 wrong outputs of
+# 10^6), so it is used only when the user opts in explicitly (docs/decisions.md).
+TRUSTED_BACKENDS = ("Vulkan", "Metal", "D3D12")
+ALLOW_OPENGL_ENV = "SCELLIS_ALLOW_OPENGL"
+VULKAN_INSTALL = "sudo apt-get install mesa-vulkan-drivers"
+_TYPE_RANK = {"DiscreteGPU": 0, "IntegratedGPU": 1, "VirtualGPU": 2, "CPU": 3}
+
+
+def opengl_allowed() -> bool:
+    return os.environ.get(ALLOW_OPENGL_ENV, "").strip().lower() in ("1", "yes", "true")
+
+
+def _describe(info: dict) -> str:
+    return f"{info.get('device') or '?'} [{info.get('backend_type')}, {info.get('adapter_type')}]"
+
+
+def choose_adapter(wgpu, *, allow_opengl: bool | None = None):
+    """The best adapter on a trusted backend; an OpenGL one only when the user opted in.
+    ``WGPU_BACKEND_TYPE`` (wgpu's own variable) narrows the choice to that backend."""
+    if allow_opengl is None:
+        allow_opengl = opengl_allowed()
+    adapters = list(wgpu.gpu.enumerate_adapters_sync())
+    forced = os.environ.get("WGPU_BACKEND_TYPE", "").strip().lower()
+    if forced:
+        adapters = [a for a in adapters if str(a.info.get("backend_type", "")).lower() == forced]
+
+    def best(cands):
+        return min(cands, key=lambda a: _TYPE_RANK.get(a.info.get("adapter_type"), 9)) if cands else None
+
+    good = best([a for a in adapters if a.info.get("backend_type") in TRUSTED_BACKENDS])
+    if good is not None:
+        return good
+    gl = best([a for a in adapters if a.info.get("backend_type") == "OpenGL"])
+    if gl is not None and allow_opengl:
+        return gl
+    found = ", ".join(_describe(dict(a.info)) for a in adapters) or "none"
+    if gl is not None:
+        raise StudioError(
+            f"wgpu found only an OpenGL adapter ({found}); compute results on wgpu's OpenGL backend are "
+            f"not trustworthy (on Mesa's llvmpipe it computes wrong results), so no device work runs on it",
+            field="GPU adapter",
+            hint=f"install the Vulkan driver: `{VULKAN_INSTALL}` (other systems: docs/install.md); "
+                 f"or, knowing results may be wrong, set {ALLOW_OPENGL_ENV}=1 (`scellis --allow-opengl`)")
+    raise StudioError(
+        f"wgpu found no GPU adapter{' for WGPU_BACKEND_TYPE=' + forced if forced else ''} (found: {found})",
+        field="GPU adapter", hint=f"install Mesa's Vulkan software driver: `{VULKAN_INSTALL}` (lavapipe)")
+
+
+class Device:
+    """wgpu adapter + device. Tests and the worker use the same class: no mocks."""
+
+    def __init__(self, *, allow_opengl: bool | None = None):
+        wgpu = wgpu_module()
+        self.wgpu = wgpu
+        adapter = choose_adapter(wgpu, allow_opengl=allow_opengl)
+        self.adapter = adapter
+        self.device = adapter.request_device_sync(required_limits={
+            k: adapter.limits[k] for k in ("max-storage-buffer-binding-size", "max-buffer-size")})
+        info = {k: v for k, v in dict(adapter.info).items()}
+        limits = {k: int(self.device.limits[k]) for k in PROFILE_LIMITS if k in self.device.limits}
+        self.profile = GpuProfile(info, wgpu.__version__, limits)
+        self._modules: dict[str, object] = {}
+        self._pipelines: dict[tuple, object] = {}
+
+    # -------------------------------------------------------------- compile
+    def compile(self, source: str, *, file: str, user_lines: int | None = None):
+        key = hashlib.sha256(source.encode()).hexdigest()
+        mod = self._modules.get(key)
+        if mod is None:
+            try:
+                mod = self.device.create_shader_module(label=os.path.basename(file), code=source)
+            except Exception as e:  # wgpu raises GPUValidationError with naga's report
+                raise compile_error(e, file=file, user_lines=user_lines) from None
+            self._modules[key] = mod
+        return mod
+
+    def bind_group_layouts(self, groups: dict[int, list[dict]]):
+        """Explicit layouts from descriptor entries (``{binding, kind, access, min_size}``)."""
+        wgpu = self.wgpu
+        n = max(groups) + 1 if groups else 0
+        layouts = []
+        for g in range(n):
+            entries = []
+            for e in groups.get(g, []):
+                if e["kind"] == "uniform":
+                    btype = wgpu.BufferBindingType.uniform
+                elif e["access"] == "read":
+                    btype = wgpu.BufferBindingType.read_only_storage
+                else:
+                    btype = wgpu.BufferBindingType.storage
+                buf = {"type": btype}
+                if e.get("min_size"):
+                    buf["min_binding_size"] = e["min_size"]
+                entries.append({"binding": e["binding"], "visibility": wgpu.ShaderStage.COMPUTE, "buffer": buf})
+            layouts.append(self.device.create_bind_group_layout(entries=entries))
+        return layouts
+
+    def pipeline(self, source: str, entry: str, groups: dict[int, list[dict]], *, file: str,
+                 user_lines: int | None = None):
+        """A compute pipeline with the layout built from the descriptor; cached by kernel hash,
+        entry point and layout. Layout/shader disagreements raise wgpu's own validation error."""
+        key = (hashlib.sha256(source.encode()).hexdigest(), entry,
+               json.dumps({str(k): v for k, v in sorted(groups.items())}, sort_keys=True))
+        hit = self._pipelines.get(key)
+        if hit is not None:
+            return hit
+        module = self.compile(source, file=file, user_lines=user_lines)
+        layouts = self.bind_group_layouts(groups)
+        pipe = self.device.create_compute_pipeline(
+            layout=self.device.create_pipeline_layout(bind_group_layouts=layouts),
+            compute={"module": module, "entry_point": entry})
+        hit = self._pipelines[key] = (pipe, layouts)
+        return hit
+
+
+_DEVICE: Device | None = None
+
+
+def get_device() -> Device:
+    """The process's device (the worker process owns one; so does a test session)."""
+    global _DEVICE
+    if _DEVICE is None:
+        _DEVICE = Device()
+    return _DEVICE

@@ -1,0 +1,191 @@
+"""The one execution path: signature → shapes → buffers from the binding descriptor →
+dispatch → readback. Builtins and user ops go through here alike; nothing asks which."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..errors import StudioError
+from .layout import layout_groups
+from ..contract.package import OpPackage
+from ..contract.signature import NUMPY_DTYPE
+
+POISON = {"f32": 0x7FBADBAD, "i32": 0x7FBADBAD, "u32": 0x7FBADBAD}   # a quiet NaN with a payload
+CANARY = 0xCA4A21E5
+CANARY_WORDS = 16
+
+
+@dataclass
+class Case:
+    inputs: dict[str, np.ndarray]
+    params: dict[str, int | float]
+
+
+@dataclass
+class KernelProgram:
+    """What the executor needs of a kernel: its WGSL, entry point, launch geometry and binding
+    descriptor. An op's forward kernel is one (forward_program); its device VJP is another
+    (studio/engine/grad/vjp.py: backward_program)."""
+    op: str
+    source: str
+    path: str
+    entry: str
+    workgroup_size: int
+    invocations: object                # an Expr over the signature's symbols
+    bindings: object                   # a BindingDescriptor
+
+
+def forward_program(pkg: OpPackage) -> KernelProgram:
+    c = pkg.contract
+    if c.kernel is None:
+        raise StudioError(f"{pkg.id} is a composite op: it has no kernel of its own", file=pkg.manifest_path,
+                          field="backward.text", hint="run it with run_op or in a workflow; its steps' kernels run")
+    return KernelProgram(pkg.id, pkg.kernel_source, pkg.kernel_path, c.kernel.entry, c.kernel.workgroup_size,
+                         c.kernel.invocations, c.bindings)
+
+
+@dataclass
+class Result:
+    outputs: dict[str, np.ndarray]
+    env: dict
+    unwritten: dict[str, np.ndarray] = field(default_factory=dict)   # indices still holding the poison
+    canary_hits: dict[str, np.ndarray] = field(default_factory=dict)  # words past the end that changed
+
+
+def _as_dtype(arr, dtype: str, name: str) -> np.ndarray:
+    a = np.asarray(arr)
+    want = np.dtype(NUMPY_DTYPE[dtype]) if dtype != "bf16" else None
+    if want is None:
+        raise StudioError(f"input '{name}': bf16 tensors are not supported by the device layer", field=name)
+    if a.dtype != want:
+        if a.dtype.kind == "f" and want.kind in "iu":
+            raise StudioError(f"input '{name}' is {a.dtype}, the signature says {dtype}", field=name,
+                              hint=f"convert the data to {dtype}")
+        a = a.astype(want)
+    return np.ascontiguousarray(a)
+
+
+def prepare(pkg: OpPackage, case: Case, *, budget_bytes: int | None = None, device=None) -> tuple[dict, dict]:
+    """Resolve shapes and parameters; refuse before anything runs if over budget."""
+    sig = pkg.contract.signature
+    env = sig.resolve({k: np.shape(v) for k, v in case.inputs.items()}, dict(case.params))
+    shapes = sig.output_shapes(env)
+    need = sig.memory_bytes(env)
+    limits = []
+    if budget_bytes is not None:
+        limits.append((budget_bytes, "the run's memory budget"))
+    if device is not None:
+        limits.append((device.profile.limits.get("max-buffer-size", 1 << 62), "the device's max buffer size"))
+        biggest = max([int(np.prod(s)) * 4 for s in shapes.values()] + [np.asarray(v).nbytes for v in case.inputs.values()] + [0])
+        cap = device.profile.limits.get("max-storage-buffer-binding-size", 1 << 62)
+        if biggest + CANARY_WORDS * 4 > cap:
+            raise StudioError(f"{pkg.id}: one buffer needs {biggest} bytes; the device binds at most {cap}",
+                              hint="run on smaller inputs or a device with larger limits")
+    for limit, what in limits:
+        if need > limit:
+            raise StudioError(f"{pkg.id}: needs {need} bytes for inputs and outputs, over {what} ({limit} bytes)",
+                              hint="shrink the inputs or raise the budget")
+    return env, shapes
+
+
+def run_cases(pkg: OpPackage, cases: list[Case], *, device=None, guard: bool = False,
+              budget_bytes: int | None = None) -> list[Result]:
+    """Run many cases in one submission. With ``guard``, outputs are poisoned before the
+    dispatch and followed by canary words, so unwritten elements and writes past the end show."""
+    from .device import get_device
+    device = device or get_device()
+    program = forward_program(pkg)
+    c = pkg.contract
+    prepared = []
+    for case in cases:
+        env, shapes = prepare(pkg, case, budget_bytes=budget_bytes, device=device)
+        inputs = {t.name: _as_dtype(case.inputs[t.name], t.dtype, t.name) for t in c.signature.inputs}
+        prepared.append((env, shapes, inputs))
+    return dispatch(program, prepared, device=device, guard=guard)
+
+
+def dispatch(program: KernelProgram, prepared: list[tuple[dict, dict, dict]], *, device=None,
+             guard: bool = False) -> list[Result]:
+    """Run a kernel program once per (env, output shapes, typed input arrays) in one submission.
+    Bindings named in the inputs are uploaded read-only; every other storage binding is allocated
+    (poisoned under ``guard``) and read back when its name is in the output shapes."""
+    from .device import get_device
+    device = device or get_device()
+    wgpu, dev = device.wgpu, device.device
+    desc = program.bindings
+    user_lines = program.source.count("\n") + 1
+    pipe, layouts = device.pipeline(program.source, program.entry, layout_groups(desc),
+                                    file=program.path, user_lines=user_lines)
+    max_groups = device.profile.limits.get("max-compute-workgroups-per-dimension", 65535)
+    enc = dev.create_command_encoder()
+    pending = []
+    for env, shapes, inputs in prepared:
+        entries: dict[int, list] = {}
+        reads = []
+        for b in desc.bindings:
+            if b.kind == "uniform":
+                data = b.uniform_bytes(env)
+                data = data + b"\0" * (-len(data) % 16) if data else b"\0" * 16
+                buf = dev.create_buffer_with_data(data=data, usage=wgpu.BufferUsage.UNIFORM)
+                size = len(data)
+            elif b.name in inputs:
+                arr = inputs[b.name]
+                raw = arr.tobytes() or b"\0" * 4
+                buf = dev.create_buffer_with_data(data=raw, usage=wgpu.BufferUsage.STORAGE)
+                size = len(raw)
+            else:
+                count = b.element_count(env)
+                extra = CANARY_WORDS if guard else 0
+                words = np.full(max(count, 1) + extra, POISON[b.dtype] if guard else 0, dtype=np.uint32)
+                if guard:
+                    words[count:] = CANARY
+                buf = dev.create_buffer_with_data(data=words.tobytes(),
+                                                  usage=wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC)
+                size = words.nbytes if guard else max(count, 1) * 4
+                staging = dev.create_buffer(size=words.nbytes, usage=wgpu.BufferUsage.MAP_READ | wgpu.BufferUsage.COPY_DST)
+                reads.append((b, count, buf, staging))
+            entries.setdefault(b.group, []).append({"binding": b.binding, "resource": {"buffer": buf, "offset": 0, "size": size}})
+        invocations = int(program.invocations.eval(env))
+        groups = -(-invocations // program.workgroup_size)
+        # past the per-dimension limit the launch folds into 2-D; kernels index as
+        # gid.x + gid.y * num_workgroups.x * workgroup_size (see docs/package-format.md)
+        gy = -(-groups // max_groups)
+        if gy > max_groups:
+            raise StudioError(f"{program.op}: {invocations} invocations exceed the device's launch limit",
+                              hint="raise [kernel] workgroup_size or process the input in pieces")
+        cp = enc.begin_compute_pass()
+        cp.set_pipeline(pipe)
+        for g, layout in enumerate(layouts):
+            cp.set_bind_group(g, dev.create_bind_group(layout=layout, entries=entries.get(g, [])))
+        if groups > 0:
+            cp.dispatch_workgroups(-(-groups // gy), gy)
+        cp.end()
+        for b, count, buf, staging in reads:
+            enc.copy_buffer_to_buffer(buf, 0, staging, 0, staging.size)
+        pending.append((env, shapes, reads))
+    dev.queue.submit([enc.finish()])
+    results = []
+    for env, shapes, reads in pending:
+        res = Result(outputs={}, env=env)
+        for b, count, buf, staging in reads:
+            staging.map_sync(wgpu.MapMode.READ)
+            words = np.frombuffer(staging.read_mapped(), dtype=np.uint32).copy()
+            staging.unmap()
+            body = words[:count]
+            if guard:
+                res.unwritten[b.name] = np.flatnonzero(body == POISON[b.dtype])
+                res.canary_hits[b.name] = np.flatnonzero(words[count:count + CANARY_WORDS] != CANARY)
+            if b.name in shapes:
+                res.outputs[b.name] = body.view(NUMPY_DTYPE[b.dtype]).reshape(shapes[b.name])
+        results.append(res)
+    return results
+
+
+def run_op(pkg: OpPackage, inputs: dict[str, np.ndarray], params: dict, *, device=None,
+           budget_bytes: int | None = None) -> dict[str, np.ndarray]:
+    """Run one op on the device and return its outputs by name (a composite op runs its steps)."""
+    if pkg.contract.composite is not None:
+        from ..grad.composite import run_composite
+        return run_composite(pkg, inputs, params, device=device, budget_bytes=budget_bytes)
+    return run_cases(pkg, [Case(inputs, params)], device=device, budget_bytes=budget_bytes)[0].outputs

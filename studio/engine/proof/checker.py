@@ -1,0 +1,105 @@
+"""The checker, static part: everything that can be judged before a kernel runs."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..contract import backward as backward_mod
+from ..contract import bindings as bindings_mod
+from ..errors import StudioError
+from ..contract.package import OpPackage
+from ..contract.tolerance import check_class_fits_category
+
+
+@dataclass
+class CheckReport:
+    op: str
+    hash: str
+    passed: list[str] = field(default_factory=list)
+    errors: list[StudioError] = field(default_factory=list)
+    warnings: list[StudioError] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+    def to_json(self) -> dict:
+        def e(x: StudioError):
+            return {"message": x.message, "file": x.file, "line": x.line, "col": x.col, "field": x.field,
+                    "hint": x.hint, "related": [e(r) for r in x.related]}
+        return {"op": self.op, "hash": self.hash, "ok": self.ok, "passed": self.passed,
+                "errors": [e(x) for x in self.errors], "warnings": [e(x) for x in self.warnings]}
+
+
+def check_license(expr: str, *, file: str) -> list[StudioError]:
+    from license_expression import ExpressionError, get_spdx_licensing
+    licensing = get_spdx_licensing()
+    try:
+        info = licensing.validate(expr, strict=True)
+    except (ExpressionError, AttributeError) as e:
+        # license-expression raises AttributeError on a dangling operator ("MIT OR")
+        why = str(e) if isinstance(e, ExpressionError) else "it ends with an operator or is incomplete"
+        return [StudioError(f"license {expr!r} is not a valid SPDX expression: {why}", file=file, field="license",
+                            hint="use an SPDX identifier such as Apache-2.0, or join them with AND / OR")]
+    if info.errors:
+        return [StudioError(f"license {expr!r}: {'; '.join(info.errors)}", file=file, field="license",
+                            hint="use an SPDX identifier such as Apache-2.0, MIT or GPL-3.0-or-later")]
+    return []
+
+
+def check_package(pkg: OpPackage, *, device=None, compile_kernel: bool = True) -> CheckReport:
+    c = pkg.contract
+    mf = pkg.manifest_path
+    rep = CheckReport(pkg.id, pkg.hash)
+
+    def step(name: str, errs: list[StudioError]):
+        if errs:
+            rep.errors.extend(errs)
+        else:
+            rep.passed.append(name)
+
+    rep.passed.append(f"signature well-formed (shape class {c.signature.shape_class})")
+    if c.composite is not None:          # no kernel or bindings of its own: its steps are checked instead
+        from ..grad.composite import check_composition
+        step(f"composition resolves and wires its steps ({c.composite.chain()})", check_composition(pkg))
+    else:
+        step("bindings carry the signature's tensors", [e.shifted(file=mf) if e.file is None else e for e in
+                                                        bindings_mod.check_against_signature(c.bindings, c.signature)])
+        unknown = sorted(c.kernel.invocations.symbols() - _symbols(c))
+        step("kernel invocations use signature symbols",
+             [StudioError(f"[kernel] invocations uses unknown symbol(s) {', '.join(unknown)}", file=mf,
+                          field="kernel.invocations")] if unknown else [])
+    step(f"tolerance class {c.tolerance} fits category '{c.tolerance.category}'",
+         check_class_fits_category(c.tolerance, file=mf))
+    step("backward declaration names signature inputs", backward_mod.check_against_signature(c.backward, c.signature))
+    if c.license is not None:
+        step(f"license {c.license} is valid SPDX", check_license(c.license, file=mf))
+    elif c.visibility != "private":
+        rep.errors.append(StudioError(f"visibility '{c.visibility}' needs a license", file=mf, field="license",
+                                      hint='add license = "Apache-2.0" (or another SPDX expression)'))
+    if c.backward_kernel is not None:
+        from ..grad.vjp import check_backward_kernel
+        step("backward kernel bindings carry the VJP's tensors", check_backward_kernel(pkg))
+    if compile_kernel and not rep.errors and c.kernel is not None:
+        from ..device.device import get_device
+        from ..device.layout import check_layout
+        dev = device or get_device()
+        try:
+            errs = check_layout(dev, pkg.kernel_source, c.bindings, entry=c.kernel.entry,
+                                kernel_file=pkg.kernel_path, descriptor_file=mf)
+        except StudioError as e:          # the kernel itself does not compile
+            errs = [e]
+        step("kernel compiles and its bindings agree with the descriptor (judged by wgpu's validator)", errs)
+        if c.backward_kernel is not None and not errs:
+            from ..grad.vjp import check_backward_kernel
+            step("backward kernel compiles and its bindings agree with [backward] bindings (wgpu's validator)",
+                 check_backward_kernel(pkg, device=dev))
+    return rep
+
+
+def _symbols(c) -> set[str]:
+    sig = c.signature
+    names = {p.name for p in sig.params}
+    for t in sig.inputs:
+        for d in t.dims:
+            names |= set(getattr(d, "symbols", lambda: set())())
+    return names

@@ -1,0 +1,182 @@
+"""Conformance: the kernel against the reference on the engine's corpus, judged by the
+declared tolerance class; unwritten outputs and out-of-range writes caught by poison and canaries."""
+from __future__ import annotations
+
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .category import verify_category
+from .corpus import Corpus, CorpusCase, generate
+from ..errors import StudioError
+from ..device.execution import Case, run_cases
+from ..contract.package import OpPackage
+from ..trust.reference import reference_function, run_reference, run_reference_raw
+from ..contract.tolerance import Mismatch, compare
+
+BATCH = 48
+
+
+@dataclass
+class CaseFailure:
+    case: CorpusCase
+    output: str
+    kind: str                       # mismatch | unwritten | out_of_range_write | reference_error
+    detail: str
+    mismatch: Mismatch | None = None
+
+    def describe(self) -> str:
+        return f"{self.case.describe()}: {self.output}: {self.detail}"
+
+
+@dataclass
+class ConformanceReport:
+    op: str
+    package_hash: str
+    tolerance: str
+    corpus: Corpus
+    profile: dict
+    total: int = 0
+    passed: int = 0
+    failures: list[CaseFailure] = field(default_factory=list)
+    category_errors: list[StudioError] = field(default_factory=list)
+    seconds: float = 0.0
+    repro: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return not self.failures and not self.category_errors and self.passed == self.total > 0
+
+    def failing_classes(self) -> dict[str, int]:
+        return dict(Counter(f.case.shape_kind for f in self.failures))
+
+    def first_failure_lines(self) -> list[str]:
+        if not self.failures:
+            return []
+        f = self.failures[0]
+        lines = [f"first failure  {f.case.describe()}",
+                 f"               output {f.output}: {f.detail}"]
+        if f.mismatch:
+            lines.append(f"               {f.mismatch.describe()}")
+        lines.append(f"reproduce      {self.repro} --case {f.case.index}")
+        return lines
+
+    def to_json(self) -> dict:
+        def fail(f: CaseFailure):
+            d = {"case": f.case.index, "shape_kind": f.case.shape_kind, "value_kind": f.case.value_kind,
+                 "dims": f.case.dims, "params": f.case.params, "output": f.output, "kind": f.kind, "detail": f.detail}
+            if f.mismatch:
+                m = f.mismatch
+                d.update(index=m.index, expected=repr(m.expected), got=repr(m.got),
+                         expected_bits=f"0x{m.expected_bits:08x}", got_bits=f"0x{m.got_bits:08x}", allowed=m.allowed)
+            return d
+        return {"op": self.op, "package_hash": self.package_hash, "tolerance": self.tolerance,
+                "corpus": {**self.corpus.identity, "hash": self.corpus.hash, "cases": self.total},
+                "gpu_profile": self.profile["id"], "passed": self.passed, "failed": self.total - self.passed,
+                "failing_classes": self.failing_classes(), "failures": [fail(f) for f in self.failures[:50]],
+                "category_errors": [e.format() for e in self.category_errors], "seconds": round(self.seconds, 3),
+                "verdict": "pass" if self.ok else "fail", "reproduce": self.repro}
+
+
+def _magnitude(pkg: OpPackage, case: CorpusCase, shapes: dict) -> dict[str, np.ndarray]:
+    """Sum of |terms| per output, for the bound classes: the reference's own `magnitude`
+    when it defines one, else the forward on |inputs| in f64."""
+    try:
+        fn = reference_function(pkg, "magnitude")
+    except StudioError:
+        fn = None
+    if fn is not None:
+        out = run_reference_raw(pkg, "magnitude", case.inputs, case.params)
+    else:
+        absin = {k: np.abs(np.asarray(v, np.float64)) for k, v in case.inputs.items()}
+        out = run_reference_raw(pkg, pkg.contract.reference_forward, absin, case.params)
+    if not isinstance(out, dict):
+        out = {pkg.contract.signature.outputs[0].name: out}
+    return {k: np.abs(np.asarray(v, np.float64)).reshape(-1) for k, v in out.items()}
+
+
+def judge(pkg: OpPackage, case: CorpusCase, result) -> list[CaseFailure]:
+    tol = pkg.contract.tolerance
+    fails = []
+    try:
+        expected = run_reference(pkg, case.inputs, case.params)
+    except StudioError as e:
+        return [CaseFailure(case, "-", "reference_error", e.format())]
+    mags = _magnitude(pkg, case, None) if tol.kind == "bound" else {}
+    terms = max([np.asarray(v).size for v in case.inputs.values()] + [1])
+    for name, want in expected.items():
+        hits = result.canary_hits.get(name, np.array([], int))
+        if hits.size:
+            fails.append(CaseFailure(case, name, "out_of_range_write",
+                                     f"wrote past the end: the word(s) at {want.size + int(hits[0])} "
+                                     f"(element {int(hits[0])} past the last) changed"))
+            continue
+        unwritten = result.unwritten.get(name, np.array([], int))
+        # the poison is a NaN payload no reference produces; if the reference does, don't count it
+        if unwritten.size:
+            wb = np.ascontiguousarray(want).reshape(-1).view(np.uint32)
+            unwritten = unwritten[wb[unwritten] != 0x7FBADBAD]
+        if unwritten.size:
+            fails.append(CaseFailure(case, name, "unwritten",
+                                     f"{unwritten.size} element(s) never written, first at index {int(unwritten[0])} "
+                                     f"(of {want.size})",
+                                     # the first unwritten element as a mismatch: expected bits vs the poison
+                                     compare(tol, want, result.outputs[name], magnitude=mags.get(name), terms=terms)))
+            continue
+        mm = compare(tol, want, result.outputs[name], magnitude=mags.get(name), terms=terms)
+        if mm is not None:
+            fails.append(CaseFailure(case, name, "mismatch", f"differs beyond {tol}", mm))
+    return fails
+
+
+def conform(pkg: OpPackage, *, device=None, seed: int = 0, large: bool = False, only_case: int | None = None,
+            progress=None, stop_after: int | None = None) -> ConformanceReport:
+    """Run the generated corpus on the device against the reference. ``progress(done, total)``
+    is called after each batch."""
+    from ..device.device import get_device
+    from ..trust.sandbox import prestart
+    prestart()          # the reference's confined process boots while the device and corpus get ready
+    device = device or get_device()
+    t0 = time.perf_counter()
+    corpus = generate(pkg.contract.signature, seed=seed, large=large)
+    cases = corpus.cases if only_case is None else [c for c in corpus.cases if c.index == only_case]
+    if only_case is not None and not cases:
+        raise StudioError(f"the corpus has no case {only_case} (it has {len(corpus.cases)})", field="--case")
+    rep = ConformanceReport(pkg.id, pkg.hash, str(pkg.contract.tolerance), corpus, device.profile.to_json(),
+                            total=len(cases))
+    rep.repro = f"scellis conform {pkg.root} --seed {seed}" + (" --large" if large else "")
+    rep.category_errors = verify_category(pkg, cases[:24])
+    done = 0
+    for start in range(0, len(cases), BATCH):
+        batch = cases[start:start + BATCH]
+        results = run_cases(pkg, [Case(c.inputs, c.params) for c in batch], device=device, guard=True)
+        for case, res in zip(batch, results):
+            f = judge(pkg, case, res)
+            rep.failures.extend(f)
+            rep.passed += not f
+        done += len(batch)
+        if progress:
+            progress(done, len(cases))
+        if stop_after is not None and len(rep.failures) >= stop_after:
+            break
+    rep.seconds = time.perf_counter() - t0
+    return rep
+
+
+def report_lines(rep: ConformanceReport) -> list[str]:
+    lines = [f"conformance  {rep.op}  ({rep.package_hash[:16]})",
+             f"  tolerance : {rep.tolerance}",
+             f"  corpus    : {rep.total} cases, seed {rep.corpus.seed}{', large' if rep.corpus.large else ''}, "
+             f"hash {rep.corpus.hash[:16]}",
+             f"  device    : {rep.profile['adapter'].get('device')} ({rep.profile['id']})",
+             f"  result    : {rep.passed} passed, {rep.total - rep.passed} failed in {rep.seconds:.2f} s"]
+    for e in rep.category_errors:
+        lines.append("  category  : " + e.format().replace("\n", "\n              "))
+    if rep.failures:
+        classes = ", ".join(f"{k}: {v}" for k, v in rep.failing_classes().items())
+        lines.append(f"  failing   : {classes}")
+        lines += ["  " + ln for ln in rep.first_failure_lines()]
+    lines.append("  verdict   : " + ("PASS" if rep.ok else "FAIL"))
+    return lines

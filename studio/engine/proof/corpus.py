@@ -1,0 +1,251 @@
+"""The conformance corpus, generated from the signature alone: the author never picks the cases.
+
+Deterministic for a given (generator version, seed, large): the same cases, bit for bit, on
+every machine; their content hash goes into the receipt."""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import StudioError
+from ..contract.signature import NUMPY_DTYPE, Signature
+
+GENERATOR = "scellis-corpus"
+VERSION = 1
+BOUNDARY_SIZES = (63, 64, 65, 255, 256, 257)
+LARGE_SIZE = 1_000_003
+MIN_COMBOS = 4             # the shape sweep runs at least this often (fresh values each time)
+SMALL_DOMAIN = 64          # an integer param with at most this many admissible values is enumerated
+VALUE_KINDS = ("normal", "uniform", "constant", "duplicates", "ascending", "descending", "spikes",
+               "signed_zeros", "subnormal", "huge")
+SPECIAL_KINDS = ("inf", "nan")   # only where the input's value domain admits them
+
+
+@dataclass
+class CorpusCase:
+    index: int
+    shape_kind: str                    # minimum | above_minimum | boundary | random | large
+    value_kind: str
+    dims: dict[str, int]
+    params: dict[str, int | float]
+    inputs: dict[str, np.ndarray]
+    tight: tuple[str, ...] = ()        # relations that hold with equality, e.g. "n = w"
+
+    def describe(self) -> str:
+        env = ", ".join(f"{k} = {v}" for k, v in {**self.dims, **self.params}.items())
+        kind = self.shape_kind.replace("_", " ") + (f" ({', '.join(self.tight)})" if self.tight else "")
+        return f"case {self.index}: {kind} input: {env}; values {self.value_kind}"
+
+
+@dataclass
+class Corpus:
+    signature: Signature
+    seed: int
+    large: bool
+    cases: list[CorpusCase]
+
+    @property
+    def identity(self) -> dict:
+        return {"generator": GENERATOR, "version": VERSION, "seed": self.seed, "large": self.large,
+                "signature": self.signature.text}
+
+    @property
+    def hash(self) -> str:
+        h = hashlib.sha256(json.dumps(self.identity, sort_keys=True).encode())
+        for c in self.cases:
+            h.update(json.dumps([c.shape_kind, c.value_kind, c.dims, c.params], sort_keys=True).encode())
+            for name in sorted(c.inputs):
+                h.update(name.encode() + np.ascontiguousarray(c.inputs[name]).tobytes())
+        return h.hexdigest()
+
+
+def _const(e, env=None):
+    try:
+        return e.eval(env or {}) if e is not None else None
+    except StudioError:
+        return None
+
+
+def param_values(sig: Signature, rng: np.random.Generator) -> dict[str, list]:
+    """Every admissible value of a small integer domain; boundaries and samples otherwise."""
+    out = {}
+    for p in sig.params:
+        lo, hi = _const(p.lo), _const(p.hi)
+        if p.dtype in ("u32", "i32"):
+            lo = lo if lo is not None else (0 if p.dtype == "u32" else -1000)
+            hi = hi if hi is not None else lo + 1000
+            vals = list(range(int(lo), int(hi) + 1)) if hi - lo < SMALL_DOMAIN else sorted(
+                {int(lo), int(lo) + 1, int(hi), *rng.integers(lo, hi, size=5, endpoint=True).tolist()})
+            if p.parity:
+                want = 1 if p.parity == "odd" else 0
+                vals = [v for v in vals if v % 2 == want] or [v + 1 for v in vals if (v + 1) % 2 == want and v + 1 <= hi]
+        else:
+            base = [0.0, 1.0, -1.0, 0.5, -2.75, 3.0e3, float(np.float32(rng.normal()))]
+            vals = [v for v in base if (lo is None or v >= lo) and (hi is None or v <= hi)] or [float(lo if lo is not None else hi)]
+        out[p.name] = vals
+    return out
+
+
+def _values(kind: str, shape: tuple, dtype: str, domain, rng: np.random.Generator) -> np.ndarray:
+    n = int(np.prod(shape)) if shape else 1
+    if dtype in ("u32", "i32"):
+        info = np.iinfo(NUMPY_DTYPE[dtype])
+        if kind == "constant":
+            a = np.full(n, rng.integers(0, 100))
+        elif kind == "huge":
+            a = rng.integers(max(info.min, -2**31), info.max, size=n, endpoint=True)
+        else:
+            a = rng.integers(0 if dtype == "u32" else -1000, 1000, size=n)
+        return a.astype(NUMPY_DTYPE[dtype]).reshape(shape)
+    if kind == "normal":
+        a = rng.normal(size=n)
+    elif kind == "uniform":
+        a = rng.uniform(-1, 1, size=n)
+    elif kind == "constant":
+        a = np.full(n, rng.normal())
+    elif kind == "duplicates":
+        a = rng.choice(rng.normal(size=3), size=n)
+    elif kind == "ascending":
+        a = np.sort(rng.normal(size=n))
+    elif kind == "descending":
+        a = -np.sort(rng.normal(size=n))
+    elif kind == "spikes":
+        a = rng.normal(scale=0.1, size=n)
+        a[::2] += rng.choice([-8.0, 8.0], size=a[::2].size)
+    elif kind == "signed_zeros":
+        a = rng.choice(np.array([0.0, -0.0, 1.0, -1.0]), size=n)
+    elif kind == "subnormal":
+        a = rng.choice([-1, 1], size=n) * rng.integers(1, 2**23, size=n) * 2.0 ** -149
+    elif kind == "huge":
+        a = rng.choice([-1, 1], size=n) * 10 ** rng.uniform(17, 19, size=n)
+    elif kind == "inf":
+        a = rng.normal(size=n)
+        a[rng.integers(0, n, size=max(1, n // 8))] = rng.choice([np.inf, -np.inf])
+    elif kind == "nan":
+        a = rng.normal(size=n)
+        a[rng.integers(0, n, size=max(1, n // 8))] = np.nan
+    else:  # pragma: no cover
+        raise ValueError(kind)
+    a = a.astype(np.float32)
+    if domain.kind == "nonneg":
+        a = np.abs(a)
+    elif domain.kind == "in":
+        a = np.clip(a, domain.lo, domain.hi).astype(np.float32)
+    return a.reshape(shape)
+
+
+def generate(sig: Signature, *, seed: int = 0, large: bool = False) -> Corpus:
+    rng = np.random.default_rng([seed, VERSION])
+    pvals = param_values(sig, rng)
+    primary, size_param = _primary(sig)
+    kinds = list(VALUE_KINDS)
+    if sig.inputs and all(t.domain.admits_inf for t in sig.inputs if t.dtype in ("f32", "bf16")):
+        kinds += list(SPECIAL_KINDS)
+    cases: list[CorpusCase] = []
+
+    def add(shape_kind: str, value_kind: str, sizes: dict, params: dict):
+        env_dims = dict(sizes)
+        shapes = {t.name: tuple(int(d.eval({**env_dims, **params})) for d in t.dims) for t in sig.inputs}
+        try:
+            sig.resolve(shapes, params)
+        except StudioError:
+            return False
+        inputs = {t.name: _values(value_kind, shapes[t.name], t.dtype, t.domain, rng) for t in sig.inputs}
+        env = {**sizes, **params}
+        tight = tuple(f"{r.right} = {r.left}" for r in sig.relations
+                      if r.op in ("<=", ">=") and _const(r.left, env) == _const(r.right, env))
+        cases.append(CorpusCase(len(cases), shape_kind, value_kind, dict(sizes), dict(params), inputs, tight))
+        return True
+
+    combos = _param_combos(sig, pvals, rng, size_param)
+    other_dims = [s for s in _dim_symbols(sig) if s != primary]
+    for ci, params in enumerate(combos):
+        dims = {s: int(rng.integers(1, 9)) for s in other_dims}
+        smallest = _minimum(sig, primary, size_param, dims, params)
+        if smallest is None:
+            continue
+        sizes_for = lambda v: ({**dims, primary: v} if not size_param else dims)
+        with_size = lambda v: ({**params, size_param: v} if size_param else params)
+        rot = ci % len(kinds)
+        add("minimum", kinds[rot], sizes_for(smallest), with_size(smallest))
+        add("above_minimum", kinds[(rot + 1) % len(kinds)], sizes_for(smallest + 1), with_size(smallest + 1))
+        for j, b in enumerate(BOUNDARY_SIZES):
+            if b > smallest + 1:
+                add("boundary", kinds[(rot + 2 + j) % len(kinds)], sizes_for(b), with_size(b))
+        r = int(rng.integers(smallest, smallest + 2000))
+        add("random", kinds[(rot + 8) % len(kinds)], sizes_for(r), with_size(r))
+    # every value kind on a mid-sized input for the first few parameter combinations
+    for params in combos[:3]:
+        dims = {s: int(rng.integers(1, 9)) for s in other_dims}
+        smallest = _minimum(sig, primary, size_param, dims, params)
+        if smallest is None:
+            continue
+        size = max(smallest, 97)
+        for k in kinds:
+            add("random", k, {**dims, primary: size} if not size_param else dims,
+                {**params, size_param: size} if size_param else params)
+    if large and combos:
+        params = combos[len(combos) // 2]
+        dims = {s: int(rng.integers(1, 9)) for s in other_dims}
+        add("large", "spikes", {**dims, primary: LARGE_SIZE} if not size_param else dims,
+            {**params, size_param: LARGE_SIZE} if size_param else params)
+    if not cases:
+        raise StudioError("the signature admits no input the corpus generator can build",
+                          hint="check that the param ranges and relations can all hold at once")
+    return Corpus(sig, seed, large, cases)
+
+
+def _dim_symbols(sig: Signature) -> list[str]:
+    seen: list[str] = []
+    for t in sig.inputs:
+        for d in t.dims:
+            for s in sorted(getattr(d, "symbols", lambda: frozenset())()):
+                if s not in seen and s not in {p.name for p in sig.params}:
+                    seen.append(s)
+    return seen
+
+
+def _primary(sig: Signature) -> tuple[str | None, str | None]:
+    """The size that is swept: the first dim of the first input, or for ops without inputs the
+    first integer param (e.g. a generator's n)."""
+    dims = _dim_symbols(sig)
+    if dims:
+        return dims[0], None
+    for p in sig.params:
+        if p.dtype in ("u32", "i32"):
+            return p.name, p.name
+    return None, None
+
+
+def _param_combos(sig, pvals, rng, size_param) -> list[dict]:
+    names = [p.name for p in sig.params if p.name != size_param]
+    if not names:
+        return [{}] * MIN_COMBOS
+    longest = max(MIN_COMBOS, *(len(pvals[n]) for n in names))
+    combos = []
+    for i in range(longest):
+        combos.append({n: pvals[n][i % len(pvals[n])] for n in names})
+    return combos
+
+
+def _minimum(sig, primary, size_param, dims, params) -> int | None:
+    """The smallest size of the swept dimension that the signature admits."""
+    if primary is None:
+        return 1
+    for v in range(0, 4097):
+        env = {**dims, primary: v}
+        p = {**params, size_param: v} if size_param else params
+        try:
+            shapes = {t.name: tuple(int(d.eval({**env, **p})) for d in t.dims) for t in sig.inputs}
+            if any(s < 0 for sh in shapes.values() for s in sh):
+                continue
+            e = sig.resolve(shapes, p)
+            if any(s <= 0 for sh in sig.output_shapes(e).values() for s in sh):
+                continue
+            return v
+        except StudioError:
+            continue
+    return None

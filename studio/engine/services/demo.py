@@ -1,0 +1,32 @@
+"""The story's main job, headless: a spiky signal through the windowed median on the device."""
+from __future__ import annotations
+
+import time
+
+from ..contract.catalog import Catalog
+from ..device.device import get_device
+from ..device.execution import run_op
+from .proving import require_proof
+
+SIGNAL = "core/signal/spiky_signal@1"
+MEDIAN = "user/demo/windowed_median@1"
+
+
+def spike_removal(n: int = 1_000_000, w: int = 7, seed: int = 1, catalog: Catalog | None = None,
+                  on_proof=None) -> dict:
+    """Every op the job runs is proven on this GPU profile first (``require_proof``): a failing
+    op raises with its failing case, so no plot is ever drawn from an unproven kernel."""
+    cat = catalog or Catalog.default()
+    source, median = cat.resolve(SIGNAL), cat.resolve(MEDIAN)
+    device = get_device()  # start the device before timing
+    for pkg in (source, median):
+        proof = require_proof(pkg, device)
+        if on_proof is not None:
+            on_proof(proof)
+    t0 = time.perf_counter()
+    x = run_op(source, {}, {"n": n, "seed": seed})["y"]
+    t1 = time.perf_counter()
+    y = run_op(median, {"x": x}, {"w": w})["y"]
+    t2 = time.perf_counter()
+    return {"x": x, "y": y, "w": w, "ops": [source, median], "seconds": (t1 - t0, t2 - t1),
+            "profile": device.profile}

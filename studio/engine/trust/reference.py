@@ -1,0 +1,180 @@
+"""The reference path: an op's numpy reference on the CPU, in f64 where the contract says so.
+It anchors all numerical correctness."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import StudioError
+from ..contract.package import OpPackage
+from ..contract.signature import NUMPY_DTYPE
+
+
+class ReferenceModule:
+    """An op's reference.py, loaded in its sandbox host (studio/engine/trust/sandbox.py). Attribute
+    access gives a callable for each function the module defines; calling it runs the
+    function in the host, with arrays, numbers, lists, tuples and dicts crossing both ways."""
+
+    def __init__(self, pkg: OpPackage, host, functions: list[str]):
+        self._pkg, self._host, self._functions = pkg, host, frozenset(functions)
+        self.__file__ = pkg.reference_path
+
+    @property
+    def functions(self) -> frozenset[str]:
+        return self._functions
+
+    def __getattr__(self, name: str):
+        if name.startswith("_") or name not in self._functions:
+            raise AttributeError(name)
+        return _RemoteFunction(self._pkg, name)
+
+    def __dir__(self):
+        return sorted(self._functions)
+
+
+class _RemoteFunction:
+    def __init__(self, pkg: OpPackage, name: str):
+        self.pkg, self.__name__ = pkg, name
+
+    def __call__(self, *args, **kwargs):
+        from . import sandbox
+        pkg, name = self.pkg, self.__name__
+        host = _host(pkg)                    # a live host: one that ended between calls is replaced
+        try:
+            return host.call(name, *args, **kwargs)
+        except sandbox.RemoteError as e:
+            if e.kind in ("died", "timeout", "protocol"):
+                sandbox.discard(host)
+            raise _remote_error(e, pkg, f"reference {name}") from None
+        except (TypeError, ValueError) as e:     # an argument that cannot cross to the host
+            raise StudioError(f"reference {name}: cannot pass the arguments ({e})", file=pkg.reference_path,
+                              hint="pass numpy arrays, numbers, strings, lists, tuples or dicts") from None
+
+
+def _remote_error(e, pkg: OpPackage, what: str) -> StudioError:
+    file = pkg.reference_path
+    if e.kind == "syntax":
+        return StudioError(f"reference does not parse: {e.message}", file=file, line=e.line, col=e.col,
+                           hint="fix the Python syntax")
+    if e.kind == "load":
+        return StudioError(f"reference failed while loading: {e.type_name}: {e.message}", file=file, line=e.line,
+                           hint="a reference may import numpy and define functions; nothing else at import")
+    if e.kind == "missing":
+        return StudioError(f"reference.py defines no function '{what.split()[-1]}'", file=file,
+                           field="reference.forward")
+    if e.kind in ("died", "timeout", "protocol"):
+        return StudioError(f"{what} {e.message}", file=file,
+                           hint="the reference runs in a separate process with CPU, memory and time limits "
+                                "(docs/security.md); make it cheaper or look for an endless loop")
+    extra = " (the reference process may use at most " \
+            f"{_limits().memory_bytes >> 20} MiB)" if e.type_name == "MemoryError" else ""
+    return StudioError(f"{what} raised {e.type_name}: {e.message}{extra}", file=file, line=e.line,
+                       hint="fix the reference so it handles every input the signature admits")
+
+
+def _limits():
+    from .sandbox import DEFAULT_LIMITS
+    return DEFAULT_LIMITS
+
+
+def _host(pkg: OpPackage):
+    from . import sandbox
+    try:
+        return sandbox.host_for(pkg.hash, pkg.reference_source, pkg.reference_path)
+    except sandbox.RemoteError as e:
+        raise _remote_error(e, pkg, "reference") from None
+
+
+def load_reference(pkg: OpPackage) -> ReferenceModule:
+    """The package's reference, loaded in a confined process of its own (one per content
+    hash, reused). Refused with a StudioError unless the package is trusted (studio/engine/
+    trust.py, docs/security.md): code someone else wrote never runs unasked."""
+    from .store import require_trusted
+    require_trusted(pkg)
+    host = _host(pkg)
+    return ReferenceModule(pkg, host, host.functions or [])
+
+
+def reference_function(pkg: OpPackage, name: str):
+    fn = getattr(load_reference(pkg), name, None)
+    if not callable(fn):
+        raise StudioError(f"reference.py defines no function '{name}'", file=pkg.reference_path,
+                          field="reference.forward", hint=f"define `def {name}(...)` in {pkg.contract.reference_file}")
+    return fn
+
+
+def reference_error(exc: Exception, pkg: OpPackage, what: str) -> StudioError:
+    tb = exc.__traceback__
+    line = None
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename == pkg.reference_path:
+            line = tb.tb_lineno
+        tb = tb.tb_next
+    return StudioError(f"{what} raised {type(exc).__name__}: {exc}", file=pkg.reference_path, line=line,
+                       hint="fix the reference so it handles every input the signature admits")
+
+
+def outputs_dict(pkg: OpPackage, out, shapes: dict | None = None) -> dict[str, np.ndarray]:
+    outs = pkg.contract.signature.outputs
+    if not isinstance(out, dict):
+        out = {outs[0].name: out} if len(outs) == 1 else dict(zip([o.name for o in outs], out))
+    result = {}
+    for o in outs:
+        if o.name not in out:
+            raise StudioError(f"reference returned no output '{o.name}'", file=pkg.reference_path)
+        a = np.asarray(out[o.name])
+        if shapes is not None and a.shape != tuple(shapes[o.name]):
+            a = a.reshape(-1) if a.size == int(np.prod(shapes[o.name])) else a
+            if a.size != int(np.prod(shapes[o.name])):
+                raise StudioError(f"reference output '{o.name}' has shape {a.shape}, the signature says "
+                                  f"{tuple(shapes[o.name])}", file=pkg.reference_path)
+            a = a.reshape(shapes[o.name])
+        with np.errstate(over="ignore", invalid="ignore"):
+            result[o.name] = a.astype(NUMPY_DTYPE[o.dtype])
+    return result
+
+
+def cast_inputs(pkg: OpPackage, inputs: dict, precision: str | None = None) -> dict[str, np.ndarray]:
+    prec = precision or pkg.contract.precision
+    sig = pkg.contract.signature
+    cast = {}
+    for t in sig.inputs:
+        a = np.asarray(inputs[t.name])
+        if t.dtype == "f32":
+            a = a.astype(np.float32)
+            if prec == "f64":
+                a = a.astype(np.float64)
+        else:
+            a = a.astype(NUMPY_DTYPE[t.dtype])
+        cast[t.name] = a
+    return cast
+
+
+def run_reference(pkg: OpPackage, inputs: dict, params: dict, *, precision: str | None = None) -> dict[str, np.ndarray]:
+    """Forward on the reference path; outputs rounded to the signature's dtypes."""
+    sig = pkg.contract.signature
+    env = sig.resolve({k: np.shape(v) for k, v in inputs.items()}, dict(params))
+    shapes = sig.output_shapes(env)
+    fn = reference_function(pkg, pkg.contract.reference_forward)
+    kw = {p.name: params[p.name] for p in sig.params}
+    try:
+        with np.errstate(all="ignore"):
+            out = fn(**cast_inputs(pkg, inputs, precision), **kw)
+    except StudioError:
+        raise
+    except Exception as e:
+        raise reference_error(e, pkg, "reference forward") from None
+    return outputs_dict(pkg, out, shapes)
+
+
+def run_reference_raw(pkg: OpPackage, fn_name: str, inputs: dict, params: dict, **extra):
+    """Call any reference function (vjp, magnitude, kinks) in f64, unrounded."""
+    sig = pkg.contract.signature
+    fn = reference_function(pkg, fn_name)
+    kw = {p.name: params[p.name] for p in sig.params}
+    try:
+        with np.errstate(all="ignore"):
+            return fn(**cast_inputs(pkg, inputs, "f64"), **extra, **kw)
+    except StudioError:
+        raise
+    except Exception as e:
+        raise reference_error(e, pkg, f"reference {fn_name}") from None
