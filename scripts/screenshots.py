@@ -34,7 +34,7 @@ def main(argv=None) -> int:
     os.environ["SCELLIS_HOME"] = tempfile.mkdtemp(prefix="scellis-home-")   # a clean user data folder, not yours
     os.environ.setdefault("XDG_RUNTIME_DIR", "/tmp")
 
-    from studio.app.plot_export import qt_app
+    from studio.figures import qt_app
     app = qt_app()
     import pyqtgraph as pg
     pg.setConfigOptions(antialias=True, background="w", foreground="k")

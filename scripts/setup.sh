@@ -52,7 +52,7 @@ export XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-/tmp}"
 # A trusted compute backend? (the engine's own rule: studio.engine.device.choose_adapter)
 if ! "$VPY" -c '
 import sys
-from studio.engine.device import choose_adapter, wgpu_module
+from studio.engine.device.device import choose_adapter, wgpu_module
 from studio.engine.errors import StudioError
 try:
     a = choose_adapter(wgpu_module(), allow_opengl=False)

@@ -2,13 +2,12 @@
 from __future__ import annotations
 
 import argparse
-import io
 import json
 import sys
-from pathlib import Path
 
 import numpy as np
 
+from .engine.arrays import load_array, save_array
 from .engine.errors import StudioError
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
@@ -19,9 +18,22 @@ def _console():
     return Console(highlight=False, width=None if sys.stdout.isatty() else 200)
 
 
+def _context(args):
+    """This process's context: the catalog (with --ops-path) and the user's trust store. Device work
+    never runs here: it runs in the device worker (``_worker``), which has its own context."""
+    from .engine.context import Context
+    return Context.open(getattr(args, "ops_path", None) or [])
+
+
 def _catalog(args):
-    from .engine.contract.catalog import Catalog
-    return Catalog.default([Path(p) for p in getattr(args, "ops_path", None) or []])
+    return _context(args).catalog
+
+
+def _worker(budget_s: float):
+    """The device worker: a kernel that never finishes is killed at its budget and reported
+    (exit 2), never a hung terminal (docs/reliability.md). Every device-touching command uses it."""
+    from .engine.worker.client import WorkerClient
+    return WorkerClient(budget_s=budget_s)
 
 
 def _param(text: str) -> tuple[str, int | float]:
@@ -37,42 +49,19 @@ def _param(text: str) -> tuple[str, int | float]:
             raise StudioError(f"--param {name}: {value!r} is not a number", field="--param") from None
 
 
-def load_array(path: str) -> np.ndarray:
-    p = Path(path)
-    if not p.is_file():
-        raise StudioError(f"no such file: {path}", file=path, hint="give a .npy or .csv file")
-    try:
-        if p.suffix == ".csv":
-            return np.loadtxt(p, delimiter=",", dtype=np.float32, ndmin=1)
-        return np.load(p, allow_pickle=False)
-    except ValueError as e:
-        raise StudioError(f"cannot read array: {e}", file=path, hint="a .npy saved by numpy, or numbers in a .csv") from None
-
-
-def save_array(path: str, arr: np.ndarray) -> None:
-    from .engine.atomic import write_bytes
-    if path.endswith(".csv"):
-        buf = io.StringIO()
-        np.savetxt(buf, np.asarray(arr).reshape(len(arr), -1) if np.ndim(arr) else np.asarray([arr]),
-                   delimiter=",", fmt="%.9g")
-        write_bytes(path, buf.getvalue().encode())
-    else:
-        buf = io.BytesIO()
-        np.save(buf, arr, allow_pickle=False)
-        write_bytes(path, buf.getvalue())
-
-
 # ------------------------------------------------------------------ commands
 
 def cmd_ops_list(args) -> int:
     from rich.markup import escape
+
+    from .engine.contract.catalog import origin
     from rich.table import Table
     cat = _catalog(args)
     ops = cat.list()
     if args.json:
         print(json.dumps([{"id": p.id, "hash": p.hash, "summary": p.contract.summary,
                            "tolerance": str(p.contract.tolerance), "category": p.contract.tolerance.category,
-                           "source": "builtin" if p.contract.id.namespace == "core" else "user",
+                           "source": origin(p),
                            "path": str(p.root)} for p in ops], indent=2))
     else:
         t = Table("op", "tolerance", "category", "backward", "hash", "summary", box=None)
@@ -86,10 +75,11 @@ def cmd_ops_list(args) -> int:
 
 
 def cmd_ops_show(args) -> int:
+    from .engine.contract.catalog import origin
     p = _catalog(args).resolve(args.id)
     c = p.contract
     info = {"id": p.id, "hash": p.hash, "path": str(p.root), "summary": c.summary, "license": c.license,
-            "visibility": c.visibility, "source": "builtin" if c.id.namespace == "core" else "user",
+            "visibility": c.visibility, "source": origin(p),
             "signature": c.signature.text, "shape_class": c.signature.shape_class,
             "tolerance": str(c.tolerance), "category": c.tolerance.category,
             "justification": c.tolerance.justification, "precision": c.precision,
@@ -113,23 +103,22 @@ def cmd_ops_show(args) -> int:
 
 
 def cmd_check(args) -> int:
-    from .engine.proof.checker import check_package
     pkg = _catalog(args).resolve(args.target)
-    rep = check_package(pkg)
+    with _worker(args.timeout) as worker:     # kernels compile in the worker: a compiler crash is its
+        rep = worker.call("check", target=str(pkg.root))
     if args.json:
-        print(json.dumps(rep.to_json(), indent=2))
-        return EXIT_OK if rep.ok else EXIT_FAILED
-    print(f"check  {rep.op}  ({rep.hash[:16]})")
-    for s in rep.passed:
+        print(json.dumps(rep, indent=2))
+        return EXIT_OK if rep["ok"] else EXIT_FAILED
+    print(f"check  {rep['op']}  ({rep['hash'][:16]})")
+    for s in rep["passed"]:
         print(f"  ok    {s}")
-    for e in rep.errors:
-        print("  FAIL  " + e.format().replace("\n", "\n        "))
-    print("verdict: " + ("pass" if rep.ok else f"FAIL ({len(rep.errors)} error(s))"))
-    return EXIT_OK if rep.ok else EXIT_FAILED
+    for e in rep["errors"]:
+        print("  FAIL  " + StudioError.from_dict(e).format().replace("\n", "\n        "))
+    print("verdict: " + ("pass" if rep["ok"] else f"FAIL ({len(rep['errors'])} error(s))"))
+    return EXIT_OK if rep["ok"] else EXIT_FAILED
 
 
 def cmd_run(args) -> int:
-    from .engine.worker.worker import WorkerClient
     pkg = _catalog(args).resolve(args.id)
     sig = pkg.contract.signature
     params = dict(_param(p) for p in args.param or [])
@@ -145,9 +134,7 @@ def cmd_run(args) -> int:
     if missing:
         raise StudioError(f"{pkg.id} needs input(s) {', '.join(missing)}", field="--input",
                           hint="--input NAME=FILE.npy (or .csv), once per input")
-    # the device work runs in the worker process: a kernel that never finishes is killed at
-    # --timeout and reported (exit 2), never a hung terminal (docs/reliability.md)
-    with WorkerClient(budget_s=args.timeout) as worker:
+    with _worker(args.timeout) as worker:
         if not args.require_receipt:
             _warn_unproven(pkg, worker.call("profile")["id"])
         outs = worker.call("run", target=str(pkg.root), inputs=inputs, params=params, budget_bytes=args.budget,
@@ -166,12 +153,9 @@ def cmd_run(args) -> int:
     return EXIT_OK
 
 
-def _warn_unproven(pkg, profile_id: str | None = None) -> None:
-    """Runs are never gated on a receipt; an unproven kernel only earns a warning."""
-    try:
-        from .engine.proof.receipts import local_status
-    except ImportError:
-        return
+def _warn_unproven(pkg, profile_id: str) -> None:
+    """Without --require-receipt a run is not gated on a receipt; an unproven kernel earns a warning."""
+    from .engine.proof.receipts import local_status
     status = local_status(pkg, profile_id)
     if status != "valid":
         print(f"warning: {pkg.id} has no valid conformance receipt on this GPU profile ({status}); "
@@ -179,16 +163,18 @@ def _warn_unproven(pkg, profile_id: str | None = None) -> None:
 
 
 def cmd_demo(args) -> int:
-    from .engine.services.demo import spike_removal
-    r = spike_removal(n=args.n, w=args.w, seed=args.seed, on_proof=lambda proof: print(proof.line()))
+    with _worker(args.timeout) as worker:
+        r = worker.call("demo", n=args.n, w=args.w, seed=args.seed)
     x, y, w = r["x"], r["y"], r["w"]
-    print(f"gpu   {r['profile'].summary} ({r['profile'].id})")
-    for pkg in r["ops"]:
-        print(f"op    {pkg.id}  hash {pkg.hash[:16]}")
+    for line in r["proofs"]:
+        print(line)
+    print(f"gpu   {r['profile']['summary']} ({r['profile']['id']})")
+    for op, h in r["ops"]:
+        print(f"op    {op}  hash {h[:16]}")
     spikes = int(np.sum(np.abs(x[w // 2: len(x) - w // 2] - y) > 2.0))
     print(f"ran   n = {len(x)}, w = {w}: source {r['seconds'][0] * 1e3:.0f} ms, median {r['seconds'][1] * 1e3:.0f} ms")
     print(f"saw   {spikes} samples where the median departs from the input by > 2 (the removed spikes)")
-    from .app.plot_export import export_plot, signal_plot
+    from .figures import export_plot, signal_plot
     shown = slice(0, min(len(y), 4000))
     plot = signal_plot([("input (spiky)", x[w // 2:][shown], "#9aa5b1"), (f"windowed median, w = {w}", y[shown], "#d1495b")],
                        f"spike removal: first {shown.stop} of {len(x)} samples")
@@ -198,12 +184,10 @@ def cmd_demo(args) -> int:
 
 
 def cmd_conform(args) -> int:
-    from .engine.worker.worker import WorkerClient
     pkg = _catalog(args).resolve(args.target)
     request = dict(target=str(pkg.root), seed=args.seed, large=args.large, case=args.case,
                    receipt=not args.no_receipt)
-    # in the worker process, like `run`: a kernel that never finishes is killed at --timeout
-    with WorkerClient(budget_s=args.timeout) as worker:
+    with _worker(args.timeout) as worker:
         if args.json or not sys.stderr.isatty():
             out = worker.call("conform", budget_s=args.timeout, **request)
         else:
@@ -223,72 +207,69 @@ def cmd_conform(args) -> int:
 
 
 def cmd_receipts(args) -> int:
-    from .engine.device.device import get_device
-    from .engine.proof.receipts import receipts, verify_receipt
     pkg = _catalog(args).resolve(args.target)
-    here = get_device().profile.id
-    found = receipts(pkg)
+    with _worker(args.timeout) as worker:
+        found = worker.call("receipts", target=str(pkg.root))
     if not found:
         print(f"{pkg.id}: no receipts (run `scellis conform {pkg.id}`)")
         return EXIT_FAILED
-    ok = False
-    for path, r in found:
-        v = verify_receipt(pkg, r, here) if r is not None else None
-        status = v.status if v else "malformed"
-        ok |= status == "valid"
-        print(f"{status:9s} {path}" + ("".join(f"\n          - {p}" for p in v.problems) if v else ""))
-    return EXIT_OK if ok else EXIT_FAILED
+    for r in found:
+        print(f"{r['status']:9s} {r['path']}" + "".join(f"\n          - {p}" for p in r["problems"]))
+    return EXIT_OK if any(r["status"] == "valid" for r in found) else EXIT_FAILED
 
 
 def cmd_profile(args) -> int:
-    from .engine.device.device import get_device
-    print(json.dumps(get_device().profile.to_json(), indent=2))
+    with _worker(args.timeout) as worker:
+        print(json.dumps(worker.call("profile"), indent=2))
     return EXIT_OK
 
 
 def cmd_gradcheck(args) -> int:
     """Exit 0 pass, 1 fail, 3 inconclusive (a check that cannot fail certifies nothing)."""
-    from .engine.proof.gradcheck import DEFAULT_H, gradcheck, write_receipt
     pkg = _catalog(args).resolve(args.target)
     params = dict(_param(p) for p in args.param or [])
-    rep = gradcheck(pkg, params, h=args.h if args.h is not None else DEFAULT_H, seed=args.seed,
-                    tolerance=args.tolerance)
-    out = rep.to_json()
-    if not args.no_receipt and args.tolerance is None:
-        out["receipt"] = str(write_receipt(pkg, rep))
+    with _worker(args.timeout) as worker:
+        out = worker.call("gradcheck", target=str(pkg.root), params=params, h=args.h, seed=args.seed,
+                          tolerance=args.tolerance, receipt=not args.no_receipt)
     if args.json:
         print(json.dumps(out, indent=2))
     else:
-        print("\n".join(rep.lines()))
+        print("\n".join(out["lines"]))
         if "receipt" in out:
             print(f"  receipt  : {out['receipt']}")
-    return rep.exit_code
+    return int(out["exit_code"])
 
 
 def cmd_trust(args) -> int:
     """Record the user's trust in a package's exact content (docs/security.md)."""
-    from .engine import trust
+    ctx = _context(args)
+    store = ctx.trust
     if args.list:
-        for h, e in sorted(trust.entries().items(), key=lambda kv: kv[1].get("at") or ""):
+        for h, e in sorted(store.entries().items(), key=lambda kv: kv[1].get("at") or ""):
             print(f"{e.get('kind', '?'):8s} {h[:16]}  {e.get('op') or '-'}  {e.get('path') or '-'}  {e.get('at') or ''}")
         return EXIT_OK
     if not args.targets:
         raise StudioError("name a package to trust", field="PATH", hint="scellis trust PATH (or --list)")
     for target in args.targets:
-        pkg = _catalog(args).resolve(target)
+        pkg = ctx.catalog.resolve(target)
         if args.revoke:
-            gone = trust.revoke(pkg)
+            gone = store.revoke(pkg)
             print(f"{'revoked' if gone else 'was not trusted'}: {pkg.id}  ({pkg.hash[:16]})")
             continue
-        before = trust.status(pkg)
+        before = store.status(pkg)
         if before.ok:
             print(f"{pkg.id} is already trusted ({before.level}: {before.reason})")
             continue
-        trust.trust(pkg)
+        store.trust(pkg)
         print(f"trusted {pkg.id}  content hash {pkg.hash}\n"
               f"  {pkg.reference_path} may now run (confined: docs/security.md); a change to any file of the\n"
               f"  package makes it untrusted again")
     return EXIT_OK
+
+
+def _timeout(p, default: float) -> None:
+    p.add_argument("--timeout", type=float, default=default, metavar="SECONDS",
+                   help=f"stop the device work if it shows no progress for this long (default {default:g} s)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -307,6 +288,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.set_defaults(fn=cmd_ops_show)
     p = sub.add_parser("check", help="the checker's static report for a package path or op id")
+    _timeout(p, 60)
     p.add_argument("target")
     p.add_argument("--json", action="store_true")
     p.set_defaults(fn=cmd_check)
@@ -323,6 +305,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "profile, conformance runs first, and a failing op stops the run")
     p.set_defaults(fn=cmd_run)
     p = sub.add_parser("demo", help="headless demo: spike removal on a synthetic signal, plot to PNG")
+    _timeout(p, 300)
     p.add_argument("--out", default="scellis-demo.png")
     p.add_argument("--n", type=int, default=1_000_000)
     p.add_argument("--w", type=int, default=7)
@@ -339,9 +322,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="kill the device work if it shows no progress for this long (default 120)")
     p.set_defaults(fn=cmd_conform)
     p = sub.add_parser("receipts", help="verify an op's receipts against its content and this GPU profile")
+    _timeout(p, 60)
     p.add_argument("target", metavar="PATH|ID")
     p.set_defaults(fn=cmd_receipts)
     p = sub.add_parser("profile", help="print this machine's GPU profile")
+    _timeout(p, 60)
     p.set_defaults(fn=cmd_profile)
     p = sub.add_parser("trust", help="allow the Python reference of a package you did not write here to run")
     p.add_argument("targets", nargs="*", metavar="PATH|ID")
@@ -349,6 +334,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--list", action="store_true", help="list trusted and authored content hashes")
     p.set_defaults(fn=cmd_trust)
     p = sub.add_parser("gradcheck", help="check a declared backward by finite differences (exit 3: inconclusive)")
+    _timeout(p, 300)
     p.add_argument("target", metavar="PATH|ID")
     p.add_argument("--param", action="append", metavar="NAME=VALUE")
     p.add_argument("--json", action="store_true", help="the report with every probe, for plotting")

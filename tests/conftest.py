@@ -24,13 +24,38 @@ def pytest_configure(config):
 @pytest.fixture(autouse=True)
 def _isolated_home(tmp_path_factory, monkeypatch):
     """Each test sees an empty user data folder (trust store, user ops, autosave)."""
-    monkeypatch.setenv("SCELLIS_HOME", str(tmp_path_factory.mktemp("home")))
+    home = tmp_path_factory.mktemp("home")
+    monkeypatch.setenv("SCELLIS_HOME", str(home))
+    return home
 
 
 @pytest.fixture(scope="session")
 def device():
-    from studio.engine.device.device import get_device
-    return get_device()
+    from studio.engine.device.device import Device
+    return Device()
+
+
+@pytest.fixture(scope="session")
+def hosts():
+    """One pool of confined reference hosts for the session (as one process would hold)."""
+    from studio.engine.trust.pool import HostPool
+    with HostPool() as pool:
+        yield pool
+
+
+@pytest.fixture
+def ctx(_isolated_home, device, hosts):
+    """The per-process context a command would hold: the default catalog, this test's trust
+    store (its own user data folder), the session's device and host pool."""
+    from studio.engine.context import Context
+    return Context.open(device=device, hosts=hosts)
+
+
+@pytest.fixture(scope="module")
+def module_ctx(tmp_path_factory, device, hosts):
+    """A context for module-scoped fixtures, with a user data folder of its own."""
+    from studio.engine.context import Context
+    return Context.open(home=tmp_path_factory.mktemp("home"), device=device, hosts=hosts)
 
 
 def copy_package(src: Path, dst: Path, edits: dict[str, list[tuple[str, str]]] | None = None) -> Path:
@@ -52,8 +77,9 @@ def _authored(root: Path) -> None:
     """A package a test writes is authored here: record its content hash in the (isolated)
     trust store, as the Studio's save does (studio/engine/trust/store.py, docs/security.md)."""
     from studio.engine.contract.package import folder_hash
-    from studio.engine.trust.store import record_authored
-    record_authored(folder_hash(root), path=root.resolve())
+    from studio.engine.home import studio_home
+    from studio.engine.trust.store import TrustStore
+    TrustStore(studio_home()).record_authored(folder_hash(root), path=root.resolve())
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ from studio.app.documents import read_folder
 from studio.app.model import OpDocument
 from studio.app.paths import autosave_dir
 from studio.app.window import MainWindow
-from studio.engine.contract.catalog import EXAMPLES
+from studio.engine.resources import EXAMPLES
 
 GUARD = "if (i >= p.n - p.w + 1u) { return; }"
 

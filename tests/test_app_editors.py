@@ -13,7 +13,8 @@ from studio.app.documents import create_from_template, open_package
 from studio.app.editors import CodeEditor, Marker
 from studio.app.problems import ProblemsPanel, from_json
 from studio.app.worker_bridge import DeviceWorkers
-from studio.engine.contract.catalog import EXAMPLES
+from studio.engine.context import Context
+from studio.engine.resources import EXAMPLES
 
 
 def formats_of(editor: CodeEditor, line: int) -> list[tuple[int, int, QColor]]:
@@ -68,7 +69,7 @@ def test_problem_paths_are_made_relative_to_the_package(tmp_path):
 
 def test_a_problem_in_an_embedded_text_jumps_into_its_cell(qtbot, tmp_path):
     doc = open_package(create_from_template("windowed_median", tmp_path, "wm", "me"))
-    view = DocumentView(doc, DeviceWorkers(), Background(), authored=True)
+    view = DocumentView(doc, DeviceWorkers(), Background(), ctx=Context.open(), authored=True)
     qtbot.addWidget(view)
     view.checker.timer.setInterval(10**7)                   # no device worker in this test
     text = doc.manifest_text.splitlines()
@@ -94,7 +95,8 @@ def test_untrusted_code_is_not_run_until_trusted(qtbot, tmp_path):
     (sent / "reference.py").write_text((sent / "reference.py").read_text() + "\n# changed by someone\n")
     doc = open_package(sent)
     workers = DeviceWorkers()
-    view = DocumentView(doc, workers, Background())
+    ctx = Context.open()
+    view = DocumentView(doc, workers, Background(), ctx=ctx)
     qtbot.addWidget(view)
     assert not view.session.runnable
     view.conformance.run()
@@ -104,6 +106,7 @@ def test_untrusted_code_is_not_run_until_trusted(qtbot, tmp_path):
     assert "not trusted" in view.run_panel.info.text()
     view.session.trust_now()
     assert view.session.runnable
+    assert ctx.trust.status_of(sent, doc.content_hash()).level == "trusted"   # kept in the trust store
     # an edit made here, on top of trusted content, stays runnable (authored here)
     doc.set("field:summary", "mine now", None)
     assert view.session.runnable

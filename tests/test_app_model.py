@@ -14,9 +14,13 @@ from studio.app.cells.code import KernelCell, ManifestCell
 from studio.app.cells.signature import SignatureCell, compose, decompose
 from studio.app.cells.tolerance import ToleranceCell
 from studio.app.documents import create_from_template, open_package, read_folder, save_document
-from studio.engine.errors import StudioError
-from studio.engine.contract.package import load_package
+from studio.app.model import DEFAULT_KERNEL_FILE, DEFAULT_REFERENCE_FILE
+from studio.engine.context import Context
+from studio.engine.contract.contract import build_contract
+from studio.engine.contract.manifest import read_manifest
+from studio.engine.contract.package import MAX_FILES, load_package
 from studio.engine.contract.signature import EXAMPLE, parse_signature
+from studio.engine.errors import StudioError
 
 REPO = Path(__file__).resolve().parents[1]
 MEDIAN = REPO / "examples" / "windowed_median"
@@ -79,11 +83,62 @@ def test_a_form_edit_is_refused_while_the_toml_is_broken(doc):
 def test_save_goes_through_the_engine_and_loads_back(doc, tmp_path):
     doc.set("field:summary", "Edited summary", None)
     dest = tmp_path / "copy"
-    save_document(doc, dest)
+    ctx = Context.open()
+    save_document(doc, dest, ctx=ctx)
     assert not doc.dirty and doc.path == dest
     pkg = load_package(dest)
     assert pkg.contract.summary == "Edited summary" and pkg.hash == doc.content_hash()
     assert not list(dest.glob(".*.tmp"))
+    assert ctx.trust.status(pkg).level == "authored"            # the engine's save records what it wrote
+    # without a context (code that was not runnable here): the same writer, nothing recorded
+    doc.set("field:summary", "Edited again", None)
+    save_document(doc, tmp_path / "other")
+    assert ctx.trust.status(load_package(tmp_path / "other")).level == "untrusted"
+
+
+def test_receipts_proven_on_a_snapshot_follow_the_save(qtbot, doc, tmp_path):
+    """A run on unsaved content proves its snapshot; saving exactly that content carries the receipts
+    (conformance and gradcheck, where the engine keeps them) into the package; other content does not."""
+    from studio.app.background import Background
+    from studio.app.session import DocumentSession
+    from studio.engine.proof import receipts
+
+    session = DocumentSession(doc, Background(), ctx=Context.open(), authored=True)
+    doc.set("field:summary", "proven before saving", None)
+    snap = load_package(session.target()()["target"])             # what the worker is handed
+    assert snap.hash == doc.content_hash() and snap.root != doc.path
+
+    class Rep:                                                     # a gradcheck report, as the engine writes it
+        def to_json(self):
+            return {"op": snap.id, "hash": snap.hash, "verdict": "pass"}
+    issued = receipts.write_receipt(snap, {"gpu_profile": {"id": "here"}, "verdict": "pass",
+                                           "hashes": {"package": snap.hash}})
+    receipts.write_gradcheck_receipt(snap, Rep())
+    saved = load_package(session.save(tmp_path / "saved"))
+    assert [r for _, r in receipts.receipts(saved)] == [r for _, r in receipts.receipts(snap)]
+    assert receipts.gradcheck_status(saved)[0] == "pass"
+    assert session.keep_receipt(str(issued)) == str(receipts.receipt_dir(saved) / issued.name)
+    # other content: nothing is carried
+    doc.set("field:summary", "changed after the proof", None)
+    other = load_package(session.save(tmp_path / "other"))
+    assert receipts.receipts(other) == [] and receipts.gradcheck_status(other)[0] == "none"
+
+
+def test_opening_a_folder_keeps_the_engines_rules(tmp_path):
+    root = create_from_template("windowed_median", tmp_path, "wm", "me")
+    (root / "blob.bin").write_bytes(b"\xff\x00")               # not UTF-8: carried as binary
+    doc = open_package(root)
+    assert doc.binary == {"blob.bin": b"\xff\x00"} and doc.content_hash() == load_package(root).hash
+    for k in range(MAX_FILES):
+        (root / f"extra{k}.txt").write_text("x")
+    with pytest.raises(StudioError, match="limit"):
+        open_package(root)
+
+
+def test_the_models_defaults_are_the_engines(doc):
+    text = toml_edit.set_value(toml_edit.set_value(doc.manifest_text, "kernel.file", None), "reference.file", None)
+    contract = build_contract(read_manifest(text.encode(), "op.toml"))
+    assert (contract.kernel.file, contract.reference_file) == (DEFAULT_KERNEL_FILE, DEFAULT_REFERENCE_FILE)
 
 
 def test_template_is_the_story_op(tmp_path):

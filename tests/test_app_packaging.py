@@ -41,7 +41,7 @@ def test_icon_spec_and_entry_point():
     icon = ET.parse(PKG / "io.scellis.Studio.svg").getroot()
     assert icon.tag.endswith("svg") and icon.get("viewBox") == "0 0 128 128"
     spec = (PKG / "scellis-studio.spec").read_text()
-    assert 'name="scellis-studio"' in spec and 'name="scellis"' in spec and "sandbox.py" in spec
+    assert 'name="scellis-studio"' in spec and 'name="scellis"' in spec and "host.py" in spec
     for entry in ("entry_studio.py", "entry_cli.py"):
         assert "freeze_support()" in (PKG / entry).read_text()
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]

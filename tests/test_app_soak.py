@@ -18,7 +18,7 @@ from PySide6.QtGui import QTextCursor
 from conftest import copy_package
 from studio.app.window import MainWindow
 from studio.app.worker_bridge import DeviceWorkers
-from studio.engine.contract.catalog import EXAMPLES
+from studio.engine.resources import EXAMPLES
 
 SLACK = 500              # Python objects the edits leave alive may hold a few None; the leak is ~1e6
 CHUNK = 40               # keystrokes between refcount checks and event-loop turns (paints)

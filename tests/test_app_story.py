@@ -129,7 +129,7 @@ def test_the_story_through_the_gui(qtbot, window, tmp_path):
     assert win.current() is view and len(win.views) == 1
 
     # 4. gradcheck with its plot (analytic against numeric per probe, skipped marked, mutants' fates)
-    from studio.engine.worker.worker import HANDLERS
+    from studio.engine.worker.client import HANDLERS
     if "gradcheck" in HANDLERS:
         gp = view.gradcheck_panel
         qtbot.mouseClick(gp.run_button, Qt.MouseButton.LeftButton)

@@ -8,8 +8,9 @@ from studio.engine.train.autodiff import Tape
 from studio.engine.contract.catalog import Catalog
 from studio.engine.grad.composite import memory_plan
 from studio.engine.errors import StudioError
-from studio.engine.device.execution import run_op
-from studio.engine.proof.gradcheck import gradcheck, write_receipt
+from studio.engine.grad.run import run_op
+from studio.engine.proof.gradcheck import gradcheck
+from studio.engine.proof.receipts import write_gradcheck_receipt as write_receipt
 from studio.engine.contract.package import load_package
 from studio.engine.grad.vjp import forward64, reference_vjp
 
@@ -22,26 +23,26 @@ def catalog():
 
 
 @pytest.fixture(scope="module")
-def ledger(tmp_path_factory, catalog):
+def ledger(module_ctx, tmp_path_factory, catalog):
     """Gradcheck receipts for the ops the pipelines use, kept outside the repository."""
     root = tmp_path_factory.mktemp("gradcheck")
     for op in ("core/signal/fir@1", "user/demo/windowed_median@1", "core/reduce/mse@1", "core/signal/affine@1",
                "core/shape/unfold@1", "core/reduce/median_rows@1"):
         pkg = catalog.resolve(op)
-        rep = gradcheck(pkg)
+        rep = gradcheck(module_ctx, pkg)
         assert rep.verdict == "pass"
         write_receipt(pkg, rep, root)
     return root
 
 
-def test_composite_median_matches_the_declared_one_in_value_and_gradient(device, catalog, ledger):
+def test_composite_median_matches_the_declared_one_in_value_and_gradient(ctx, device, catalog, ledger):
     rng = np.random.default_rng(5)
     x = rng.standard_normal(2001).astype(np.float32)
     x[::17] = x[1::17]                                        # ties too
     dy = rng.standard_normal(2001 - 7 + 1).astype(np.float32)
     got = {}
     for op in ("user/demo/windowed_median@1", "user/demo/windowed_median_composite@1"):
-        tape = Tape(device=device, catalog=catalog, receipts=ledger)
+        tape = Tape(ctx, receipts=ledger)
         xv = tape.leaf(x, trainable=True)
         y = tape.call(op, {"x": xv}, {"w": 7})["y"]
         got[op] = (y.array, tape.backward(y, seed=dy)[xv], [n.pkg.id for n in tape.nodes],
@@ -55,14 +56,14 @@ def test_composite_median_matches_the_declared_one_in_value_and_gradient(device,
     # and on the reference path, in f64
     pkg_d, pkg_c = load_package(MEDIAN), load_package(COMPOSITE)
     x64 = {"x": x.astype(np.float64)}
-    assert np.array_equal(forward64(pkg_d, x64, {"w": 7})["y"], forward64(pkg_c, x64, {"w": 7}, catalog=catalog)["y"])
-    np.testing.assert_array_equal(reference_vjp(pkg_d, x64, {"w": 7}, {"dy": dy})["x"],
-                                  reference_vjp(pkg_c, x64, {"w": 7}, {"dy": dy}, catalog=catalog)["x"])
+    assert np.array_equal(forward64(ctx, pkg_d, x64, {"w": 7})["y"], forward64(ctx, pkg_c, x64, {"w": 7})["y"])
+    np.testing.assert_array_equal(reference_vjp(ctx, pkg_d, x64, {"w": 7}, {"dy": dy})["x"],
+                                  reference_vjp(ctx, pkg_c, x64, {"w": 7}, {"dy": dy})["x"])
 
 
-def test_the_composite_needs_about_w_times_the_memory(catalog):
+def test_the_composite_needs_about_w_times_the_memory(ctx, catalog):
     n, w = 1_000_000, 7
-    plan = memory_plan(load_package(COMPOSITE), {"x": (n,)}, {"w": w}, catalog=catalog)
+    plan = memory_plan(load_package(COMPOSITE), {"x": (n,)}, {"w": w}, catalog=ctx.catalog)
     declared = load_package(MEDIAN).contract.signature
     env = declared.resolve({"x": (n,)}, {"w": w})
     roles = {name: (role, b) for name, role, _, b in plan.tensors}
@@ -75,24 +76,24 @@ def test_the_composite_needs_about_w_times_the_memory(catalog):
     assert plan.lines()[0].startswith(f"memory  user/demo/windowed_median_composite@1: {plan.total} bytes")
 
 
-def test_a_composite_runs_through_run_op_and_its_budget(device, catalog):
+def test_a_composite_runs_through_run_op_and_its_budget(ctx, device, catalog):
     pkg = load_package(COMPOSITE)
     x = np.random.default_rng(1).standard_normal(100).astype(np.float32)
-    y = run_op(pkg, {"x": x}, {"w": 5}, device=device)["y"]
-    assert np.array_equal(y, run_op(load_package(MEDIAN), {"x": x}, {"w": 5}, device=device)["y"])
+    y = run_op(ctx, pkg, {"x": x}, {"w": 5})["y"]
+    assert np.array_equal(y, run_op(ctx, load_package(MEDIAN), {"x": x}, {"w": 5})["y"])
     with pytest.raises(StudioError, match="materializes"):
-        run_op(pkg, {"x": x}, {"w": 5}, device=device, budget_bytes=2000)
-    run_op(load_package(MEDIAN), {"x": x}, {"w": 5}, device=device, budget_bytes=2000)   # the declared op fits
+        run_op(ctx, pkg, {"x": x}, {"w": 5}, budget_bytes=2000)
+    run_op(ctx, load_package(MEDIAN), {"x": x}, {"w": 5}, budget_bytes=2000)   # the declared op fits
 
 
-def test_training_through_the_median_lowers_the_loss(device, catalog, ledger):
+def test_training_through_the_median_lowers_the_loss(ctx, device, catalog, ledger):
     """The story's pipeline: spiky signal -> trainable FIR -> windowed median -> mse; every VJP on the device."""
     n, w = 4000, 7
     want = np.array([0.1, 0.3, 0.2, 0.3, 0.1], np.float32)
     taps = np.array([0.5, 0.0, 0.0, 0.0, 0.1], np.float32)
     losses = []
     for _ in range(5):
-        tape = Tape(device=device, catalog=catalog, receipts=ledger)
+        tape = Tape(ctx, receipts=ledger)
         x = tape.call("core/signal/spiky_signal@1", {}, {"n": n, "seed": 3})["y"]
         target = tape.call("user/demo/windowed_median@1", {"x": tape.call("core/signal/fir@1", {"x": x, "taps": want})["y"]},
                            {"w": w})["y"]
@@ -110,12 +111,12 @@ def test_training_through_the_median_lowers_the_loss(device, catalog, ledger):
     assert "subgradient: at ties the cotangent goes to the element the forward selected" in lines[1]
 
 
-def test_gradients_agree_with_the_reference_path(device, catalog, ledger):
+def test_gradients_agree_with_the_reference_path(ctx, device, catalog, ledger):
     rng = np.random.default_rng(2)
     x, taps = rng.standard_normal(300).astype(np.float32), rng.standard_normal(4).astype(np.float32)
     grads = {}
     for place in ("device", "reference"):
-        tape = Tape(device=device, catalog=catalog, receipts=ledger, place=place)
+        tape = Tape(ctx, receipts=ledger, place=place)
         xv, tv = tape.leaf(x, trainable=True), tape.leaf(taps, trainable=True)
         y = tape.call("core/signal/affine@1", {"x": tape.call("core/signal/fir@1", {"x": xv, "taps": tv})["y"]},
                       {"scale": 1.5, "offset": 0.25})["y"]
@@ -134,9 +135,9 @@ def _nondifferentiable_round(root):
     return load_package(root)
 
 
-def test_training_through_a_nondifferentiable_op_is_refused_naming_it(device, catalog, ledger, tmp_path):
+def test_training_through_a_nondifferentiable_op_is_refused_naming_it(ctx, device, catalog, ledger, tmp_path):
     quantize = _nondifferentiable_round(tmp_path / "quantize")
-    tape = Tape(device=device, catalog=catalog, receipts=ledger)
+    tape = Tape(ctx, receipts=ledger)
     t = tape.leaf(np.ones(8, np.float32), trainable=True)
     q = tape.call(quantize, {"x": tape.call("core/signal/affine@1", {"x": t}, {"scale": 2.0, "offset": 0.0})["y"]},
                   {"scale": 1.0, "offset": 0.5})["y"]
@@ -146,16 +147,16 @@ def test_training_through_a_nondifferentiable_op_is_refused_naming_it(device, ca
     assert all(n.vjp_place is None for n in tape.nodes)                 # refused before anything ran backward
 
 
-def test_a_nondifferentiable_source_outside_the_gradient_path_is_fine(device, catalog, ledger):
-    tape = Tape(device=device, catalog=catalog, receipts=ledger)
+def test_a_nondifferentiable_source_outside_the_gradient_path_is_fine(ctx, device, catalog, ledger):
+    tape = Tape(ctx, receipts=ledger)
     x = tape.call("core/signal/spiky_signal@1", {}, {"n": 64, "seed": 1})["y"]     # nothing flows through it
     t = tape.leaf(np.full(3, 0.3, np.float32), trainable=True)
     y = tape.call("core/signal/fir@1", {"x": x, "taps": t})["y"]
     assert tape.backward(tape.call("core/reduce/mse@1", {"a": y, "b": np.zeros(62, np.float32)})["y"])[t].shape == (3,)
 
 
-def test_an_unchecked_declared_vjp_is_refused(device, catalog, tmp_path):
-    tape = Tape(device=device, catalog=catalog, receipts=tmp_path / "empty")
+def test_an_unchecked_declared_vjp_is_refused(ctx, device, catalog, tmp_path):
+    tape = Tape(ctx, receipts=tmp_path / "empty")
     t = tape.leaf(np.ones(9, np.float32), trainable=True)
     y = tape.call("user/demo/windowed_median@1", {"x": t}, {"w": 3})["y"]
     with pytest.raises(StudioError, match=r"user/demo/windowed_median@1: its declared VJP has not been checked") as e:
@@ -163,21 +164,21 @@ def test_an_unchecked_declared_vjp_is_refused(device, catalog, tmp_path):
     assert "scellis gradcheck" in e.value.hint
 
 
-def test_a_failing_or_stale_gradcheck_is_refused(device, catalog, pkg_copy, tmp_path):
+def test_a_failing_or_stale_gradcheck_is_refused(ctx, device, catalog, pkg_copy, tmp_path):
     root = pkg_copy(reference__py=[("np.add.at(dx, np.arange(k.shape[0]) + k, dy)",
                                     "np.add.at(dx, np.arange(k.shape[0]) + k, 2 * dy)")])
     bad = load_package(root)
-    write_receipt(bad, gradcheck(bad, {"w": 3}))
-    tape = Tape(device=device, catalog=catalog)
+    write_receipt(bad, gradcheck(ctx, bad, {"w": 3}))
+    tape = Tape(ctx)
     t = tape.leaf(np.ones(9, np.float32), trainable=True)
     with pytest.raises(StudioError, match="its declared VJP failed gradcheck"):
         tape.backward(tape.call(bad, {"x": t}, {"w": 3})["y"])
     fixed = copy_package(MEDIAN, tmp_path / "fixed")
-    write_receipt(load_package(fixed), gradcheck(load_package(fixed), {"w": 3}))
+    write_receipt(load_package(fixed), gradcheck(ctx, load_package(fixed), {"w": 3}))
     with open(fixed / "reference.py", "a") as f:
         f.write("\n# changed after the check\n")
     _authored(fixed)
-    tape = Tape(device=device, catalog=catalog)
+    tape = Tape(ctx)
     with pytest.raises(StudioError, match="has not been checked"):
         tape.backward(tape.call(load_package(fixed), {"x": tape.leaf(np.ones(9), trainable=True)}, {"w": 3})["y"])
 
@@ -186,7 +187,7 @@ def _line_of(root, start: str) -> int:
     return next(n for n, raw in enumerate((root / "op.toml").read_text().splitlines(), 1) if raw.startswith(start))
 
 
-def test_composition_errors_point_at_the_step(tmp_path, catalog):
+def test_composition_errors_point_at_the_step(ctx, tmp_path, catalog):
     bad = copy_package(COMPOSITE, tmp_path / "syntax", {"op.toml": [("(x; w = w)", "(x; w = )")]})
     with pytest.raises(StudioError) as e:
         load_package(bad)
@@ -200,7 +201,7 @@ def test_composition_errors_point_at_the_step(tmp_path, catalog):
         ("y = core/reduce/median_rows@1(u)", "z = core/reduce/median_rows@1(u)", "no step produces the output 'y'"),
     ]:
         root = copy_package(COMPOSITE, tmp_path / f"c{abs(hash(new))}", {"op.toml": [(old, new)]})
-        rep = check_package(load_package(root), compile_kernel=False)
+        rep = check_package(ctx, load_package(root), compile_kernel=False)
         assert not rep.ok and needle in rep.errors[0].message, rep.errors[0].format()
         e = rep.errors[0]
         assert (e.file.endswith("op.toml"), e.line, e.col, e.field) == (True, _line_of(root, new[:2]), 1,

@@ -4,9 +4,8 @@ import pytest
 
 from conftest import BUILTINS
 from studio.engine.proof.conformance import conform
-from studio.engine.device.execution import run_op
+from studio.engine.grad.run import run_op
 from studio.engine.contract.package import load_package
-from studio.engine.trust.reference import run_reference
 from studio.engine.contract.tolerance import compare
 
 NAMES = sorted(p.name for p in BUILTINS.iterdir() if (p / "op.toml").is_file())
@@ -32,15 +31,15 @@ def test_every_builtin_has_a_random_case():
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_kernel_matches_reference_on_random_inputs(name, device):
+def test_kernel_matches_reference_on_random_inputs(ctx, name, device):
     pkg = load_package(BUILTINS / name)
     inputs, params = RANDOM_CASES[name](np.random.default_rng(42))
     inputs = {k: v.astype(np.float32) for k, v in inputs.items()}
-    got = run_op(pkg, inputs, params, device=device)
-    want = run_reference(pkg, inputs, params)
+    got = run_op(ctx, pkg, inputs, params)
+    want = ctx.references.forward(pkg, inputs, params)
     from studio.engine.proof.conformance import _magnitude
     from studio.engine.proof.corpus import CorpusCase
-    mags = _magnitude(pkg, CorpusCase(0, "random", "normal", {}, params, inputs), None)
+    mags = _magnitude(ctx.references, pkg, CorpusCase(0, "random", "normal", {}, params, inputs))
     terms = max([v.size for v in inputs.values()] + [1])
     for out, w in want.items():
         assert got[out].shape == w.shape
@@ -48,6 +47,6 @@ def test_kernel_matches_reference_on_random_inputs(name, device):
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_every_builtin_passes_its_own_conformance(name, device):
-    rep = conform(load_package(BUILTINS / name), device=device)
+def test_every_builtin_passes_its_own_conformance(ctx, name, device):
+    rep = conform(ctx, load_package(BUILTINS / name))
     assert rep.ok, "\n".join(f.describe() for f in rep.failures[:3]) + "".join(e.format() for e in rep.category_errors)

@@ -16,10 +16,10 @@ from studio.engine.proof.receipts import local_status, make_receipt, verify_rece
 BROKEN = ["wrong_middle", "shifted_read", "write_past_end", "tie_mishandled", "no_guard"]
 
 
-def test_story_op_passes_and_gets_a_receipt(tmp_path, device):
+def test_story_op_passes_and_gets_a_receipt(ctx, tmp_path, device):
     root = copy_package(MEDIAN, tmp_path / "median")
     pkg = load_package(root)
-    rep = conform(pkg, device=device)
+    rep = conform(ctx, pkg)
     assert rep.ok and rep.passed == rep.total >= 100
     path = write_receipt(pkg, make_receipt(pkg, rep))
     receipt = json.loads(path.read_text())
@@ -28,8 +28,8 @@ def test_story_op_passes_and_gets_a_receipt(tmp_path, device):
     assert local_status(pkg, device.profile.id) == "valid"
 
 
-def test_first_draft_fails_at_the_minimum_input(device):
-    rep = conform(load_package(EXAMPLES / "windowed_median_first_draft"), device=device)
+def test_first_draft_fails_at_the_minimum_input(ctx, device):
+    rep = conform(ctx, load_package(EXAMPLES / "windowed_median_first_draft"))
     assert not rep.ok
     first = rep.failures[0]
     assert first.case.shape_kind == "minimum" and first.kind == "unwritten"
@@ -42,30 +42,30 @@ def test_first_draft_fails_at_the_minimum_input(device):
     assert len(mins) == 16 and all(f.kind == "unwritten" for f in mins)
 
 
-def test_n7_w7_is_in_the_corpus_and_fails():
+def test_n7_w7_is_in_the_corpus_and_fails(ctx):
     corpus = generate(load_package(MEDIAN).contract.signature)
     case = next(c for c in corpus.cases if c.shape_kind == "minimum" and c.params["w"] == 7)
     assert case.dims == {"n": 7}
-    rep = conform(load_package(EXAMPLES / "windowed_median_first_draft"), only_case=case.index)
+    rep = conform(ctx, load_package(EXAMPLES / "windowed_median_first_draft"), only_case=case.index)
     assert rep.total == 1 and rep.failures[0].kind == "unwritten"
 
 
 @pytest.mark.parametrize("name", BROKEN)
-def test_broken_medians_are_rejected(name, device):
-    rep = conform(load_package(EXAMPLES / "broken_medians" / name), device=device)
+def test_broken_medians_are_rejected(ctx, name, device):
+    rep = conform(ctx, load_package(EXAMPLES / "broken_medians" / name))
     assert not rep.ok and rep.failures
 
 
-def test_each_kind_of_breakage_is_caught_by_the_right_guard(device):
-    kinds = {n: {f.kind for f in conform(load_package(EXAMPLES / "broken_medians" / n), device=device).failures}
+def test_each_kind_of_breakage_is_caught_by_the_right_guard(ctx, device):
+    kinds = {n: {f.kind for f in conform(ctx, load_package(EXAMPLES / "broken_medians" / n)).failures}
              for n in ("write_past_end", "wrong_middle", "tie_mishandled")}
     assert "out_of_range_write" in kinds["write_past_end"]
     assert kinds["wrong_middle"] == {"mismatch"}
     assert kinds["tie_mishandled"] == {"mismatch"}
 
 
-def test_tie_bug_is_caught_only_by_signed_zeros():
-    rep = conform(load_package(EXAMPLES / "broken_medians" / "tie_mishandled"))
+def test_tie_bug_is_caught_only_by_signed_zeros(ctx):
+    rep = conform(ctx, load_package(EXAMPLES / "broken_medians" / "tie_mishandled"))
     assert {f.case.value_kind for f in rep.failures} <= {"signed_zeros", "huge"}
     m = rep.failures[0].mismatch
     assert {m.expected_bits, m.got_bits} == {0x00000000, 0x80000000}
@@ -91,23 +91,23 @@ def test_large_case_is_behind_the_flag():
     assert max(c.dims["n"] for c in generate(sig, large=True).cases) >= 1_000_000
 
 
-def test_category_verification_rejects_a_reference_that_breaks_it(pkg_copy, device):
+def test_category_verification_rejects_a_reference_that_breaks_it(ctx, pkg_copy, device):
     # a "median" whose reference averages: no longer a selection
     root = pkg_copy(reference__py=[('[:, w // 2]\n    return y', '[:, w // 2]\n    return y * 0.5 + 0.25')])
-    rep = conform(load_package(root), device=device)
+    rep = conform(ctx, load_package(root))
     assert rep.category_errors and "selection" in rep.category_errors[0].message
 
 
-def test_elementwise_category_is_verified_by_perturbation(pkg_copy, device):
+def test_elementwise_category_is_verified_by_perturbation(ctx, pkg_copy, device):
     root = pkg_copy(op__toml=[('class = "exact"\ncategory = "selection"', 'class = "ulp(1)"\ncategory = "elementwise"')])
-    rep = conform(load_package(root), device=device)
+    rep = conform(ctx, load_package(root))
     assert rep.category_errors and "perturbing" in rep.category_errors[0].message
 
 
-def test_tampering_invalidates_the_receipt(tmp_path, device):
+def test_tampering_invalidates_the_receipt(ctx, tmp_path, device):
     root = copy_package(MEDIAN, tmp_path / "m")
     pkg = load_package(root)
-    receipt = make_receipt(pkg, conform(pkg, device=device))
+    receipt = make_receipt(pkg, conform(ctx, pkg))
     assert verify_receipt(pkg, receipt, device.profile.id).status == "valid"
     for rel in ("forward.wgsl", "reference.py", "op.toml"):
         data = (root / rel).read_bytes()
@@ -118,10 +118,10 @@ def test_tampering_invalidates_the_receipt(tmp_path, device):
     assert verify_receipt(pkg, receipt, device.profile.id).status == "valid"
 
 
-def test_a_receipt_from_another_gpu_profile_is_foreign(tmp_path, device):
+def test_a_receipt_from_another_gpu_profile_is_foreign(ctx, tmp_path, device):
     root = copy_package(MEDIAN, tmp_path / "m")
     pkg = load_package(root)
-    receipt = make_receipt(pkg, conform(pkg, device=device))
+    receipt = make_receipt(pkg, conform(ctx, pkg))
     receipt["gpu_profile"] = dict(receipt["gpu_profile"], id="0123456789abcdef")
     write_receipt(pkg, receipt)
     assert local_status(pkg, device.profile.id) == "foreign"

@@ -22,7 +22,9 @@ from pathlib import Path
 import pytest
 
 from studio.engine.proof.conformance import conform
-from studio.engine.contract.package import load_package, save_package
+from studio.engine.context import Context
+from studio.engine.contract.package import load_package
+from studio.engine.services.actions import save_package
 from studio.engine.proof.receipts import make_receipt, write_receipt
 
 REPO = Path(__file__).resolve().parents[1]
@@ -47,32 +49,34 @@ def _versions(pkg, receipt: dict) -> tuple[list[dict], list[dict[str, bytes]]]:
 def _writer(root: str, home: str, receipts: list[dict], packages: list[dict], ready) -> None:  # in the child
     os.environ["SCELLIS_HOME"] = home
     pkg = load_package(root)
+    here = Context.open()
     i = 0
     while True:
         write_receipt(pkg, receipts[i % len(receipts)])
-        save_package(root, packages[i % len(packages)])
+        save_package(here, root, packages[i % len(packages)])
         if i == 0:
             ready.set()
         i += 1
 
 
 @pytest.mark.slow
-def test_sigkill_at_random_moments_never_leaves_a_torn_file(tmp_path, device):
+def test_sigkill_at_random_moments_never_leaves_a_torn_file(ctx, tmp_path, device):
     root = tmp_path / "pkg"
-    save_package(root, {p.name: p.read_bytes() for p in MEDIAN.iterdir() if p.is_file()})
+    save_package(ctx, root, {p.name: p.read_bytes() for p in MEDIAN.iterdir() if p.is_file()})
     pkg = load_package(root)
-    receipts, packages = _versions(pkg, make_receipt(pkg, conform(pkg, device=device)))
+    receipts, packages = _versions(pkg, make_receipt(pkg, conform(ctx, pkg)))
     receipt_path = write_receipt(pkg, receipts[0])
-    ctx = mp.get_context("forkserver")
-    ctx.set_forkserver_preload(["studio.engine.proof.receipts", "studio.engine.contract.package", "studio.engine.trust.store"])
+    mpc = mp.get_context("forkserver")
+    mpc.set_forkserver_preload(["studio.engine.proof.receipts", "studio.engine.contract.package",
+                                "studio.engine.services.actions"])
     rng = random.Random(6)
     stats = {"kills": 0, "mid_write": 0, "versions_seen": set()}
     home = os.environ["SCELLIS_HOME"]
     valid_receipts = [json.dumps(r, sort_keys=True) for r in receipts]
     t_start = time.perf_counter()
     for k in range(KILLS):
-        ready = ctx.Event()
-        proc = ctx.Process(target=_writer, args=(str(root), home, receipts, packages, ready))
+        ready = mpc.Event()
+        proc = mpc.Process(target=_writer, args=(str(root), home, receipts, packages, ready))
         proc.start()
         assert ready.wait(30), "the writer never completed its first round"
         time.sleep(rng.uniform(0, 0.03))

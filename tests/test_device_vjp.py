@@ -8,7 +8,7 @@ from studio.engine.proof.checker import check_package
 from studio.engine.errors import StudioError
 from studio.engine.device.execution import Case, run_cases
 from studio.engine.contract.package import load_package
-from studio.engine.grad.vjp import backward_program, call_reference, device_vjp, reference_vjp
+from studio.engine.grad.vjp import backward_program, device_vjp, reference_vjp
 
 R = np.random.default_rng
 CASES = {   # (inputs, params, exact): exact = bit for bit equal to the reference VJP run in f32
@@ -31,7 +31,7 @@ def _f32(d):
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_builtin_device_vjp_matches_the_reference_vjp(name, device):
+def test_builtin_device_vjp_matches_the_reference_vjp(ctx, name, device):
     pkg = load_package(BUILTINS / name)
     assert pkg.contract.backward_kernel is not None and pkg.backward_source
     make, params, exact = CASES[name]
@@ -39,9 +39,9 @@ def test_builtin_device_vjp_matches_the_reference_vjp(name, device):
     inputs = _f32(make(rng))
     env = pkg.contract.signature.resolve({k: v.shape for k, v in inputs.items()}, params)
     cts = {f"d{o}": rng.normal(size=s).astype(np.float32) for o, s in pkg.contract.signature.output_shapes(env).items()}
-    got = device_vjp(pkg, inputs, params, cts, device=device)
-    want = reference_vjp(pkg, inputs, params, cts)
-    want32 = call_reference(pkg, "vjp", inputs, params, **cts)
+    got = device_vjp(ctx, pkg, inputs, params, cts)
+    want = reference_vjp(ctx, pkg, inputs, params, cts)
+    want32 = ctx.references.call_as_given(pkg, "vjp", inputs, params, **cts)
     want32 = want32 if isinstance(want32, dict) else {next(iter(want)): want32}
     assert set(got) == set(want)
     for k, w in want.items():
@@ -55,7 +55,7 @@ def test_builtin_device_vjp_matches_the_reference_vjp(name, device):
 
 
 @pytest.mark.parametrize("n,w", [(7, 7), (100_003, 7), (4099, 31)])
-def test_story_backward_kernel_is_bit_for_bit_the_reference_vjp(n, w, device):
+def test_story_backward_kernel_is_bit_for_bit_the_reference_vjp(ctx, n, w, device):
     pkg = load_package(MEDIAN)
     assert pkg.contract.backward_kernel.file == "backward.wgsl"
     rng = R(n)
@@ -63,12 +63,11 @@ def test_story_backward_kernel_is_bit_for_bit_the_reference_vjp(n, w, device):
     x[rng.integers(0, n, size=n // 5)] = x[0]                  # ties, routed by the stable sort
     x[3::11] = -0.0
     dy = rng.normal(size=n - w + 1).astype(np.float32)
-    got = device_vjp(pkg, {"x": x}, {"w": w}, {"dy": dy}, device=device)["x"]
-    want = reference_vjp(pkg, {"x": x}, {"w": w}, {"dy": dy.astype(np.float64)})["x"]
+    got = device_vjp(ctx, pkg, {"x": x}, {"w": w}, {"dy": dy})["x"]
+    want = reference_vjp(ctx, pkg, {"x": x}, {"w": w}, {"dy": dy.astype(np.float64)})["x"]
     # the reference sums in f64; every dx[j] is a sum of at most w values of dy, in increasing i
     np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
-    from studio.engine.trust.reference import run_reference_raw
-    ref32 = np.asarray(run_reference_raw(pkg, "vjp", {"x": x}, {"w": w}, dy=dy), np.float32)
+    ref32 = np.asarray(ctx.references.call(pkg, "vjp", {"x": x}, {"w": w}, dy=dy), np.float32)
     assert np.array_equal(got.view(np.uint32), ref32.view(np.uint32))
 
 
@@ -82,32 +81,32 @@ def test_the_executor_runs_forward_and_backward_programs_alike(device):
     assert res.outputs["y"].tolist() == [7, 6, 5, 4, 3, 2, 1]
 
 
-def test_checker_runs_the_backward_kernel_through_the_layout_checker(device):
-    rep = check_package(load_package(MEDIAN), device=device)
+def test_checker_runs_the_backward_kernel_through_the_layout_checker(ctx, device):
+    rep = check_package(ctx, load_package(MEDIAN))
     assert rep.ok, [e.format() for e in rep.errors]
     assert any(s.startswith("backward kernel compiles") for s in rep.passed)
 
 
-def test_a_backward_binding_that_disagrees_with_the_vjp_is_reported(pkg_copy, device):
+def test_a_backward_binding_that_disagrees_with_the_vjp_is_reported(ctx, pkg_copy, device):
     root = pkg_copy(op__toml=[("@group(0) @binding(2) dx : storage read_write f32[n]",
                                "@group(0) @binding(2) dx : storage read       f32[n]")])
-    rep = check_package(load_package(root), device=device)
+    rep = check_package(ctx, load_package(root))
     (err,) = rep.errors
     assert "dx is bound as 'storage read f32[n]' but the VJP's gradient needs 'storage read_write f32[n]'" in err.message
     assert err.file.endswith("op.toml") and err.line is not None
 
 
-def test_a_backward_binding_that_disagrees_with_the_wgsl_is_judged_by_the_validator(pkg_copy, device):
+def test_a_backward_binding_that_disagrees_with_the_wgsl_is_judged_by_the_validator(ctx, pkg_copy, device):
     root = pkg_copy(backward__wgsl=[("@group(0) @binding(1) var<storage, read> dy",
                                      "@group(0) @binding(4) var<storage, read> dy")])
-    rep = check_package(load_package(root), device=device)
+    rep = check_package(ctx, load_package(root))
     assert not rep.ok
     assert any("'dy'" in e.message and e.related for e in rep.errors), [e.format() for e in rep.errors]
 
 
-def test_a_missing_gradient_binding_is_reported(pkg_copy):
+def test_a_missing_gradient_binding_is_reported(ctx, pkg_copy):
     root = pkg_copy(op__toml=[("@group(0) @binding(2) dx : storage read_write f32[n]\n", "")])
-    rep = check_package(load_package(root), compile_kernel=False)
+    rep = check_package(ctx, load_package(root), compile_kernel=False)
     assert any("binds no 'dx'" in e.message for e in rep.errors)
 
 

@@ -95,10 +95,10 @@ def test_choose_adapter_refuses_opengl_unless_opted_in(monkeypatch):
     assert choose_adapter(wgpu).info["backend_type"] == "OpenGL"
 
 
-def test_main_job_proves_its_ops_then_plots_the_right_median(tmp_path):
+def test_main_job_proves_its_ops_then_plots_the_right_median(ctx, tmp_path):
     from studio.engine.services.demo import spike_removal
     proofs = []
-    r = spike_removal(n=50_000, w=7, seed=3, on_proof=proofs.append)
+    r = spike_removal(ctx, n=50_000, w=7, seed=3, on_proof=proofs.append)
     assert [p.op for p in proofs] == ["core/signal/spiky_signal@1", "user/demo/windowed_median@1"]
     assert all(p.status in ("valid", "earned") for p in proofs)
     x, y = r["x"], r["y"]

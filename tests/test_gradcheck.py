@@ -11,8 +11,8 @@ import pytest
 
 from conftest import BUILTINS, EXAMPLES, MEDIAN, _authored
 from studio.engine.errors import StudioError
-from studio.engine.proof.gradcheck import (MIN_COUNTED, MUTANTS, gradcheck, receipt_path, receipt_status,
-                                     write_receipt)
+from studio.engine.proof.gradcheck import MIN_COUNTED, MUTANTS, gradcheck
+from studio.engine.proof.receipts import gradcheck_receipt_path, gradcheck_status, write_gradcheck_receipt
 from studio.engine.contract.package import load_package
 
 ELEMENTWISE_WGSL = """struct Params {
@@ -64,8 +64,8 @@ text = '{backward}'
 
 
 @pytest.fixture(scope="module")
-def story():
-    return gradcheck(load_package(MEDIAN), {"w": 7})
+def story(module_ctx):
+    return gradcheck(module_ctx, load_package(MEDIAN), {"w": 7})
 
 
 def test_story_op_passes_with_its_skipped_probes_counted(story):
@@ -119,32 +119,32 @@ def test_json_carries_every_probe_for_plotting(story):
     assert [m["fate"] for m in data["negative_controls"]] == ["REJECTED"] * len(MUTANTS)
 
 
-def test_a_vjp_routing_off_by_one_fails(pkg_copy):
+def test_a_vjp_routing_off_by_one_fails(ctx, pkg_copy):
     pkg = load_package(pkg_copy(reference__py=[(
         "np.add.at(dx, np.arange(k.shape[0]) + k, dy)",
         "np.add.at(dx, np.minimum(np.arange(k.shape[0]) + k + 1, dx.shape[0] - 1), dy)")]))
-    rep = gradcheck(pkg, {"w": 7})
+    rep = gradcheck(ctx, pkg, {"w": 7})
     assert (rep.verdict, rep.exit_code) == ("fail", 1)
     assert rep.max_error >= 0.5 and "analytic" in rep.why and "numeric" in rep.why
 
 
-def test_an_infinite_tolerance_is_inconclusive_never_pass():
-    rep = gradcheck(load_package(MEDIAN), {"w": 7}, tolerance=math.inf)
+def test_an_infinite_tolerance_is_inconclusive_never_pass(ctx):
+    rep = gradcheck(ctx, load_package(MEDIAN), {"w": 7}, tolerance=math.inf)
     assert (rep.verdict, rep.exit_code) == ("inconclusive", 3)
     assert "this check cannot fail" in rep.why
     assert all(m.fate == "passed" for m in rep.mutants)
     assert "sign flip                            passed" in "\n".join(rep.lines())
 
 
-def test_a_declared_infinite_tolerance_is_inconclusive(pkg_copy):
+def test_a_declared_infinite_tolerance_is_inconclusive(ctx, pkg_copy):
     pkg = load_package(pkg_copy(op__toml=[("gradient_tolerance = 1e-9", "gradient_tolerance = inf")]))
-    rep = gradcheck(pkg, {"w": 5})
+    rep = gradcheck(ctx, pkg, {"w": 5})
     assert rep.verdict == "inconclusive" and rep.tolerance_source == "declared"
 
 
-def test_nothing_left_after_skipping_is_inconclusive():
+def test_nothing_left_after_skipping_is_inconclusive(ctx):
     """All equal values: every probe sits on a tie, so nothing is measured and nothing passes."""
-    rep = gradcheck(load_package(MEDIAN), {"w": 3}, inputs={"x": np.ones(12)})
+    rep = gradcheck(ctx, load_package(MEDIAN), {"w": 3}, inputs={"x": np.ones(12)})
     assert len(rep.counted) == 0 and rep.verdict == "inconclusive" and "probes left" in rep.why
 
 
@@ -153,94 +153,94 @@ def test_nothing_left_after_skipping_is_inconclusive():
     ("absval", "np.abs(x)", "np.sign(x) * dy", "abs(x[i])", 0.0),
     ("clamp", "np.clip(x, -0.5, 0.5)", "np.where(np.abs(x) <= 0.5, dy, 0.0)", "clamp(x[i], -0.5, 0.5)", 0.5),
 ])
-def test_relu_abs_and_clip_kinks_are_skipped_not_failed(tmp_path, name, forward, vjp, expr, at):
+def test_relu_abs_and_clip_kinks_are_skipped_not_failed(ctx, tmp_path, name, forward, vjp, expr, at):
     pkg = make_op(tmp_path / name, name, forward, vjp, expr=expr)
-    rep = gradcheck(pkg)
+    rep = gradcheck(ctx, pkg)
     assert rep.verdict == "pass", "\n".join(rep.lines())
     assert rep.kink_methods == [rep.kink_methods[0]]                              # generic rule only
     if at == 0.0:       # the engine plants values near zero (a constant like 0.5 it cannot guess)
         assert rep.skipped > 0
     # probes exactly on the kink and within h of it: skipped, the rest measured
     x = np.array([at, at + 3e-4, at - 6e-4, at + 0.3, at - 0.7, 1.5, -1.25, 2.0, -2.0, 0.9, -0.35, at + 0.05])
-    rep = gradcheck(pkg, inputs={"x": x})
+    rep = gradcheck(ctx, pkg, inputs={"x": x})
     kinked = {p.index for p in rep.probes if p.kind == "entry" and p.skipped}
     assert {0, 1, 2} & {p.index for p in rep.probes if p.kind == "entry"} <= kinked
     assert not any(p.skipped for p in rep.probes if p.kind == "entry" and p.index >= 3)
     assert rep.verdict in ("pass", "inconclusive") and rep.max_error < 1e-9
 
 
-def test_clip_kinks_at_its_parameters_are_found_by_the_engine():
-    rep = gradcheck(load_package(BUILTINS / "clip"), {"lo": -0.25, "hi": 0.5})
+def test_clip_kinks_at_its_parameters_are_found_by_the_engine(ctx):
+    rep = gradcheck(ctx, load_package(BUILTINS / "clip"), {"lo": -0.25, "hi": 0.5})
     assert rep.verdict == "pass" and rep.skipped > 0 and rep.crossing == "order crossing"
 
 
-def test_smooth_curvature_is_not_mistaken_for_a_kink(tmp_path):
+def test_smooth_curvature_is_not_mistaken_for_a_kink(ctx, tmp_path):
     pkg = make_op(tmp_path / "soft", "soft", "np.tanh(x) + 0.3 * x ** 3", "(1 - np.tanh(x) ** 2 + 0.9 * x ** 2) * dy",
                   expr="tanh(x[i]) + 0.3 * x[i] * x[i] * x[i]")
-    rep = gradcheck(pkg)
+    rep = gradcheck(ctx, pkg)
     assert rep.verdict == "pass" and rep.skipped == 0
     assert 1e-12 < rep.max_error < 1e-6 and rep.tolerance_source == "default"
 
 
-def test_the_contract_predicate_helps_and_the_report_says_so(tmp_path):
+def test_the_contract_predicate_helps_and_the_report_says_so(ctx, tmp_path):
     pkg = make_op(tmp_path / "relu", "relu", "np.maximum(x, 0.0)", "np.where(x > 0, dy, 0.0)", expr="max(x[i], 0.0)",
                   extra='kinks = "near_zero"\n',
                   kinks="\n\ndef near_zero(x, *, h):\n    return np.abs(x) <= h\n")
-    rep = gradcheck(pkg)
+    rep = gradcheck(ctx, pkg)
     assert rep.kink_methods[1] == "predicate: the contract's predicate near_zero()"
     assert any("predicate" in p.reason for p in rep.probes if p.skipped)
     assert "the contract's predicate near_zero() (" in "\n".join(rep.lines())
 
 
-def test_a_route_rule_is_checked_like_a_function(pkg_copy):
+def test_a_route_rule_is_checked_like_a_function(ctx, pkg_copy):
     root = pkg_copy()
     toml = (root / "op.toml").read_text()
     (root / "op.toml").write_text(toml[:toml.index("[backward]")] + '[backward]\ntext = "vjp x: route(dy, to = selected)"\n')
     with open(root / "reference.py", "a") as f:
         f.write("\n\ndef selected(x, *, w):\n    return np.arange(np.shape(x)[0] - int(w) + 1) + argmedian(x, w=w)\n")
     _authored(root)
-    rep = gradcheck(load_package(root), {"w": 5})
+    rep = gradcheck(ctx, load_package(root), {"w": 5})
     assert rep.verdict == "pass" and "routed to the index selected()" in rep.vjp
 
 
-def test_composite_backward_is_derived_and_checked():
-    rep = gradcheck(load_package(EXAMPLES / "windowed_median_composite"), {"w": 7})
+def test_composite_backward_is_derived_and_checked(ctx):
+    rep = gradcheck(ctx, load_package(EXAMPLES / "windowed_median_composite"), {"w": 7})
     assert rep.verdict == "pass" and rep.vjp.startswith("derived by reverse mode over the composition")
     assert rep.max_error < 1e-11
 
 
 @pytest.mark.parametrize("name", ["affine", "add", "multiply", "clip", "fir", "diff", "sum", "mean", "mse",
                                   "unfold", "median_rows"])
-def test_every_differentiable_builtin_passes(name):
-    rep = gradcheck(load_package(BUILTINS / name))
+def test_every_differentiable_builtin_passes(ctx, name):
+    rep = gradcheck(ctx, load_package(BUILTINS / name))
     assert rep.verdict == "pass", "\n".join(rep.lines())
 
 
-def test_constant_gradients_make_some_mutants_not_applicable():
+def test_constant_gradients_make_some_mutants_not_applicable(ctx):
     """sum's VJP is constant: shifting or permuting it changes nothing, which is not a pass."""
-    rep = gradcheck(load_package(BUILTINS / "sum"))
+    rep = gradcheck(ctx, load_package(BUILTINS / "sum"))
     fates = {m.name: m.fate for m in rep.mutants}
     assert fates["shift to the neighbouring index"] == fates["permute"] == "n/a"
     assert fates["sign flip"] == "REJECTED" and rep.verdict == "pass"
 
 
-def test_a_nondifferentiable_op_has_nothing_to_check():
+def test_a_nondifferentiable_op_has_nothing_to_check(ctx):
     with pytest.raises(StudioError, match="declared nondifferentiable"):
-        gradcheck(load_package(BUILTINS / "spiky_signal"))
+        gradcheck(ctx, load_package(BUILTINS / "spiky_signal"))
 
 
-def test_receipts_are_bound_to_the_content(pkg_copy, tmp_path):
+def test_receipts_are_bound_to_the_content(ctx, pkg_copy, tmp_path):
     root = pkg_copy()
     pkg = load_package(root)
-    assert receipt_status(pkg)[0] == "none"
-    path = write_receipt(pkg, gradcheck(pkg, {"w": 3}))
-    assert path == receipt_path(pkg) and path.parent == root / "receipts" / "gradcheck"
-    assert receipt_status(pkg)[0] == "pass"
+    assert gradcheck_status(pkg)[0] == "none"
+    path = write_gradcheck_receipt(pkg, gradcheck(ctx, pkg, {"w": 3}))
+    assert path == gradcheck_receipt_path(pkg) and path.parent == root / "receipts" / "gradcheck"
+    assert gradcheck_status(pkg)[0] == "pass"
     with open(root / "reference.py", "a") as f:
         f.write("\n# edited\n")
-    assert receipt_status(load_package(root))[0] == "none"
+    assert gradcheck_status(load_package(root))[0] == "none"
     path.write_text("{not json")
-    assert receipt_status(pkg)[0] == "malformed"
+    assert gradcheck_status(pkg)[0] == "malformed"
 
 
 def scellis(*args):

@@ -16,19 +16,31 @@ import numpy as np
 import pytest
 
 from studio.cli import main as cli
-from studio.engine.trust import sandbox
-from studio.engine.trust import store as trust
+from studio.engine.trust.pool import Host, HostPool, Limits, RemoteError
 from studio.engine.proof.conformance import conform
 from studio.engine.errors import StudioError
-from studio.engine.contract.package import folder_hash, load_package, save_package
-from studio.engine.trust.reference import load_reference, run_reference
+from studio.engine.contract.package import folder_hash, load_package
+from studio.engine.services.actions import save_package
 
 REPO = Path(__file__).resolve().parents[1]
 MEDIAN = REPO / "examples" / "windowed_median"
 
 
-def _hosted(pkg) -> bool:
-    return any(k[0] == pkg.hash for k in sandbox._hosts)
+@pytest.fixture
+def pool():
+    with HostPool() as p:
+        yield p
+
+
+@pytest.fixture
+def pctx(_isolated_home, device, pool):
+    """A context whose confined hosts are this test's own pool, so the test can look into it."""
+    from studio.engine.context import Context
+    return Context.open(device=device, hosts=pool)
+
+
+def _hosted(pool: HostPool, pkg) -> bool:
+    return pkg.hash in pool
 
 
 def foreign_copy(tmp_path: Path, name: str = "foreign", change: str = "\n# edited by someone else\n") -> Path:
@@ -45,75 +57,75 @@ def foreign_copy(tmp_path: Path, name: str = "foreign", change: str = "\n# edite
 
 
 # ------------------------------------------------------------------ trust
-def test_an_untrusted_reference_never_runs(tmp_path, device):
+def test_an_untrusted_reference_never_runs(pctx, tmp_path, device, pool):
     root = foreign_copy(tmp_path)
     pkg = load_package(root)
-    assert trust.status(pkg).level == "untrusted"
+    assert pctx.trust.status(pkg).level == "untrusted"
     with pytest.raises(StudioError) as info:
-        conform(pkg, device=device)
+        conform(pctx, pkg)
     e = info.value
     assert pkg.id in e.message and "not trusted" in e.message
     assert e.file == str(root / "reference.py") and e.field == "trust"
     assert f"scellis trust {root}" in e.hint
-    assert not _hosted(pkg)                    # no process ever loaded it
+    assert not _hosted(pool, pkg)              # no process ever loaded it
     with pytest.raises(StudioError, match="not trusted"):
-        run_reference(pkg, {"x": np.zeros(9, np.float32)}, {"w": 3})
+        pctx.references.forward(pkg, {"x": np.zeros(9, np.float32)}, {"w": 3})
 
 
-def test_scellis_trust_records_the_hash_and_then_it_runs(tmp_path, device, capsys):
+def test_scellis_trust_records_the_hash_and_then_it_runs(ctx, tmp_path, device, capsys):
     root = foreign_copy(tmp_path)
     assert cli(["trust", str(root)]) == 0
     pkg = load_package(root)
     assert "trusted user/demo/windowed_median@1" in capsys.readouterr().out
-    st = trust.status(pkg)
+    st = ctx.trust.status(pkg)
     assert st.level == "trusted"
-    store = json.loads(trust.store_path().read_text())
+    store = json.loads(ctx.trust.path.read_text())
     assert store["entries"][pkg.hash]["kind"] == "trusted"
-    assert conform(pkg, device=device).ok
+    assert conform(ctx, pkg).ok
     assert cli(["trust", "--list"]) == 0 and pkg.hash[:16] in capsys.readouterr().out
     assert cli(["trust", "--revoke", str(root)]) == 0
-    assert trust.status(load_package(root)).level == "untrusted"
+    assert ctx.trust.status(load_package(root)).level == "untrusted"
 
 
-def test_a_trusted_package_that_changes_is_untrusted_again(tmp_path, device):
+def test_a_trusted_package_that_changes_is_untrusted_again(ctx, tmp_path, device):
     root = foreign_copy(tmp_path)
-    trust.trust(load_package(root))
-    assert conform(load_package(root), device=device).ok
+    ctx.trust.trust(load_package(root))
+    assert conform(ctx, load_package(root)).ok
     with open(root / "forward.wgsl", "a") as f:      # one more byte, in the kernel this time
         f.write(" ")
     pkg = load_package(root)
-    st = trust.status(pkg)
+    st = ctx.trust.status(pkg)
     assert st.level == "untrusted" and "changed since" in st.reason
     with pytest.raises(StudioError, match="changed since it was last trusted"):
-        conform(pkg, device=device)
+        conform(ctx, pkg)
 
 
-def test_product_packages_and_byte_identical_copies_are_trusted(tmp_path):
-    assert trust.status(load_package(MEDIAN)).level == "product"
+def test_product_packages_and_byte_identical_copies_are_trusted(ctx, tmp_path):
+    assert ctx.trust.status(load_package(MEDIAN)).level == "product"
     for builtin in sorted((REPO / "studio" / "resources" / "ops" / "core").iterdir())[:3]:
-        assert trust.status(load_package(builtin)).level == "product"
+        assert ctx.trust.status(load_package(builtin)).level == "product"
     copy = foreign_copy(tmp_path, change="")              # the same bytes as the shipped example
-    st = trust.status(load_package(copy))
+    st = ctx.trust.status(load_package(copy))
     assert st.level == "product" and "byte for byte" in st.reason
 
 
-def test_a_package_saved_here_is_authored(tmp_path):
+def test_a_package_saved_here_is_authored(ctx, tmp_path):
     files = {p.name: p.read_bytes() for p in MEDIAN.iterdir() if p.is_file()}
     files["reference.py"] += b"\n# my own edit\n"
-    h = save_package(tmp_path / "mine", files)
+    h = save_package(ctx, tmp_path / "mine", files)
     pkg = load_package(tmp_path / "mine")
     assert pkg.hash == h == folder_hash(tmp_path / "mine")
-    assert trust.status(pkg).level == "authored"
-    out = run_reference(pkg, {"x": np.arange(9, dtype=np.float32)}, {"w": 3})
+    assert ctx.trust.status(pkg).level == "authored"
+    out = ctx.references.forward(pkg, {"x": np.arange(9, dtype=np.float32)}, {"w": 3})
     np.testing.assert_array_equal(out["y"], np.arange(1, 8, dtype=np.float32))
 
 
-def test_a_corrupt_trust_store_is_a_clear_error(tmp_path):
-    trust.store_path().parent.mkdir(parents=True, exist_ok=True)
-    trust.store_path().write_text("{ not json")
+def test_a_corrupt_trust_store_is_a_clear_error(ctx, tmp_path):
+    ctx.trust.path.parent.mkdir(parents=True, exist_ok=True)
+    ctx.trust.path.write_text("{ not json")
     with pytest.raises(StudioError) as info:
-        trust.status(load_package(foreign_copy(tmp_path)))
-    assert info.value.file == str(trust.store_path()) and "delete it" in info.value.hint
+        ctx.trust.status(load_package(foreign_copy(tmp_path)))
+    assert info.value.file == str(ctx.trust.path) and "delete it" in info.value.hint
 
 
 # ------------------------------------------------------------------ the confined process
@@ -167,8 +179,8 @@ def peek(pid):
 '''
 
 
-def host(audit_hook: bool = True, **limits) -> sandbox.Host:
-    h = sandbox.Host(sandbox.Limits(**{"cpu_s": 2, "wall_s": 20.0, **limits}), audit_hook=audit_hook)
+def host(audit_hook: bool = True, **limits) -> Host:
+    h = Host(Limits(**{"cpu_s": 2, "wall_s": 20.0, **limits}), audit_hook=audit_hook)
     h.load(EVIL, "/pkg/reference.py")
     return h
 
@@ -188,7 +200,7 @@ def test_writes_outside_the_temporary_folder_are_refused(tmp_path, audit_hook):
         if not audit_hook and not _landlock(h):
             pytest.skip("this kernel has no Landlock: only the audit hook guards writes here")
         target = tmp_path / "escaped.txt"
-        with pytest.raises(sandbox.RemoteError) as info:
+        with pytest.raises(RemoteError) as info:
             h.call("write", str(target))
         assert info.value.type_name == "PermissionError"
         assert not target.exists()
@@ -209,7 +221,7 @@ def test_no_network_even_to_localhost(audit_hook):
     try:
         if not audit_hook and not (_landlock(h) or _netns(h)):
             pytest.skip("neither Landlock nor network namespaces here")
-        with pytest.raises(sandbox.RemoteError) as info:
+        with pytest.raises(RemoteError) as info:
             h.call("connect", server.getsockname()[1])
         assert info.value.type_name in ("PermissionError", "OSError", "ConnectionRefusedError", "TimeoutError")
     finally:
@@ -222,7 +234,7 @@ def test_the_engines_environment_is_out_of_reach():
     try:
         if not _landlock(h):
             pytest.skip("no Landlock here")
-        with pytest.raises(sandbox.RemoteError) as info:
+        with pytest.raises(RemoteError) as info:
             h.call("peek", os.getpid())
         assert info.value.type_name == "PermissionError"
     finally:
@@ -232,7 +244,7 @@ def test_the_engines_environment_is_out_of_reach():
 def test_no_subprocesses():
     h = host()
     try:
-        with pytest.raises(sandbox.RemoteError, match="subprocess"):
+        with pytest.raises(RemoteError, match="subprocess"):
             h.call("run", ["/bin/true"])
     finally:
         h.close()
@@ -241,7 +253,7 @@ def test_no_subprocesses():
 def test_cpu_time_is_limited():
     h = host(cpu_s=1)
     t0 = time.monotonic()
-    with pytest.raises(sandbox.RemoteError) as info:
+    with pytest.raises(RemoteError) as info:
         h.call("spin")
     assert info.value.kind == "died" and "CPU time" in info.value.message
     assert time.monotonic() - t0 < 10
@@ -251,7 +263,7 @@ def test_cpu_time_is_limited():
 def test_wall_time_is_limited():
     h = host(wall_s=1.0)
     t0 = time.monotonic()
-    with pytest.raises(sandbox.RemoteError) as info:
+    with pytest.raises(RemoteError) as info:
         h.call("sleep", 60)
     assert info.value.kind == "timeout" and time.monotonic() - t0 < 5
     assert not h.alive
@@ -261,7 +273,7 @@ def test_wall_time_is_limited():
 def test_memory_is_limited():
     h = host(memory_bytes=1 << 30)
     try:
-        with pytest.raises(sandbox.RemoteError) as info:
+        with pytest.raises(RemoteError) as info:
             h.call("hog", 2 << 30)
         assert info.value.type_name == "MemoryError"
         assert h.call("hog", 1 << 20) == 1 << 20       # still alive and serving
@@ -271,9 +283,9 @@ def test_memory_is_limited():
 
 def test_hostile_replies_cannot_reach_the_engine():
     h = host()
-    with pytest.raises(sandbox.RemoteError, match="cannot cross"):
+    with pytest.raises(RemoteError, match="cannot cross"):
         h.call("objects")                      # no pickles, no object arrays
-    with pytest.raises(sandbox.RemoteError) as info:
+    with pytest.raises(RemoteError) as info:
         h.call("garbage")                      # writes junk into its own reply channel
     assert info.value.kind in ("protocol", "died")
     assert not h.alive
@@ -282,8 +294,8 @@ def test_hostile_replies_cannot_reach_the_engine():
 
 def test_the_host_dies_with_the_process_that_started_it(tmp_path):
     code = ("import sys, os; sys.path.insert(0, %r)\n"
-            "from studio.engine.trust import sandbox\n"
-            "h = sandbox.Host(); h.load('x = 1', 'r.py'); print(h.pid, flush=True); os._exit(0)") % str(REPO)
+            "from studio.engine.trust.pool import Host\n"
+            "h = Host(); h.load('x = 1', 'r.py'); print(h.pid, flush=True); os._exit(0)") % str(REPO)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     pid = int(out.stdout.strip())
     deadline = time.monotonic() + 5
@@ -296,37 +308,37 @@ def test_the_host_dies_with_the_process_that_started_it(tmp_path):
     pytest.fail(f"the reference host {pid} outlived its parent")
 
 
-def test_reference_errors_keep_their_line(tmp_path, device):
+def test_reference_errors_keep_their_line(ctx, tmp_path, device):
     root = tmp_path / "pkg"
     files = {p.name: p.read_bytes() for p in MEDIAN.iterdir() if p.is_file()}
     files["reference.py"] += b"\n\ndef forward(x, *, w):\n    return 1 / 0\n"
-    save_package(root, files)
+    save_package(ctx, root, files)
     pkg = load_package(root)
     line = pkg.reference_source.splitlines().index("    return 1 / 0") + 1
     with pytest.raises(StudioError) as info:
-        run_reference(pkg, {"x": np.zeros(9, np.float32)}, {"w": 3})
+        ctx.references.forward(pkg, {"x": np.zeros(9, np.float32)}, {"w": 3})
     e = info.value
     assert "ZeroDivisionError" in e.message and e.file == str(root / "reference.py") and e.line == line
     files["reference.py"] = b"def forward(x:\n"
-    save_package(root, files)
+    save_package(ctx, root, files)
     with pytest.raises(StudioError, match="does not parse") as syn:
-        load_reference(load_package(root))
+        ctx.references.load(load_package(root))
     assert syn.value.line == 1
 
 
-def test_story_op_conformance_stays_fast(device):
+def test_story_op_conformance_stays_fast(pctx, device, pool):
     pkg = load_package(MEDIAN)
-    sandbox.shutdown()                         # a cold start: no host, no spare
+    pool.shutdown()                            # a cold start: no host, no spare
     t0 = time.perf_counter()
-    sandbox.prestart()
-    rep = conform(pkg, device=device)
+    pool.prestart()
+    rep = conform(pctx, pkg)
     cold = time.perf_counter() - t0
     t1 = time.perf_counter()
-    conform(pkg, device=device)
+    conform(pctx, pkg)
     warm = time.perf_counter() - t1
     print(f"\nstory op conformance with the reference in its sandbox: cold {cold:.2f} s, warm {warm:.2f} s")
     assert rep.ok and cold < 2.0 and warm < 1.0
-    assert any(e.startswith("setrlimit") for e in sandbox._hosts[next(iter(sandbox._hosts))].enforced)
+    assert any(e.startswith("setrlimit") for e in pool.hosts[0].enforced)
 
 
 def test_folders_of_hosts_whose_engine_died_are_swept():
@@ -334,7 +346,6 @@ def test_folders_of_hosts_whose_engine_died_are_swept():
     stale = Path(tempfile.gettempdir()) / "scellis-sandbox-99999999-stale"
     stale.mkdir(exist_ok=True)
     (stale / "left.txt").write_text("by a host whose engine was SIGKILLed")
-    sandbox._swept = False
-    h = sandbox.Host()
-    h.close()
+    with HostPool() as fresh:                  # a pool sweeps once, when it starts its first host
+        fresh.prestart()
     assert not stale.exists()

@@ -12,18 +12,19 @@ import pytest
 
 from studio.engine.proof.conformance import conform
 from studio.engine.errors import StudioError
-from studio.engine.contract.package import content_hash, load_package, save_package
+from studio.engine.contract.package import content_hash, load_package
+from studio.engine.services.actions import save_package
 from studio.engine.proof.receipts import make_receipt, read_receipt, verify_receipt, write_receipt
 
 FILL = Path(__file__).resolve().parent / "data" / "reliability" / "fill"
 
 
 @pytest.fixture
-def proven(tmp_path, device):
+def proven(ctx, tmp_path, device):
     root = tmp_path / "fill"
-    save_package(root, {p.name: p.read_bytes() for p in FILL.iterdir() if p.is_file()})
+    save_package(ctx, root, {p.name: p.read_bytes() for p in FILL.iterdir() if p.is_file()})
     pkg = load_package(root)
-    rep = conform(pkg, device=device)
+    rep = conform(ctx, pkg)
     assert rep.ok
     path = write_receipt(pkg, make_receipt(pkg, rep))
     return root, read_receipt(path), device.profile.id

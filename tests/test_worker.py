@@ -13,11 +13,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from studio.engine.worker import worker as worker_mod
+from studio.engine.worker import transport
 from studio.engine.errors import StudioError
-from studio.engine.device.execution import run_op
+from studio.engine.grad.run import run_op
 from studio.engine.contract.package import load_package
-from studio.engine.worker.worker import SHM_MIN_BYTES, WorkerCancelled, WorkerClient, WorkerTimeout
+from studio.engine.worker.client import WorkerCancelled, WorkerClient, WorkerTimeout
+from studio.engine.worker.transport import SHM_MIN_BYTES
 
 DATA = Path(__file__).resolve().parent / "data" / "reliability"
 SPIN, FILL = DATA / "spin", DATA / "fill"
@@ -77,10 +78,10 @@ def test_a_never_ending_kernel_is_killed_at_its_budget_and_the_next_run_works(cl
     print(f"\nkill: budget 2.0 s, error after {elapsed:.3f} s, SIGKILL to reaped {client.last_kill['kill_s'] * 1e3:.1f} ms")
 
 
-def test_studio_errors_cross_the_process_boundary_with_every_field(client, pkg_copy):
+def test_studio_errors_cross_the_process_boundary_with_every_field(ctx, client, pkg_copy):
     pkg = load_package(FILL)
     with pytest.raises(StudioError) as here:
-        run_op(pkg, {}, {"n": 0, "v": 1.0})
+        run_op(ctx, pkg, {}, {"n": 0, "v": 1.0})
     with pytest.raises(StudioError) as there:
         client.call("run", target=str(FILL), params={"n": 0, "v": 1.0})
     a, b = here.value, there.value
@@ -100,10 +101,10 @@ def test_large_arrays_travel_through_shared_memory_and_nothing_leaks(client):
     x = np.random.default_rng(0).standard_normal(300_000).astype(np.float32)
     assert x.nbytes >= SHM_MIN_BYTES
     segments: list = []
-    packed = worker_mod._pack({"inputs": {"x": x, "tiny": x[:4]}}, segments)
-    assert isinstance(packed["inputs"]["x"], worker_mod._Shared)   # large: shared memory
+    packed = transport.pack({"inputs": {"x": x, "tiny": x[:4]}}, segments)
+    assert isinstance(packed["inputs"]["x"], transport.Shared)   # large: shared memory
     assert isinstance(packed["inputs"]["tiny"], np.ndarray)        # small: pickled
-    np.testing.assert_array_equal(worker_mod._unpack(packed, unlink=True)["inputs"]["x"], x)
+    np.testing.assert_array_equal(transport.unpack(packed, unlink=True)["inputs"]["x"], x)
     before = _shm_names()
     y = client.call("run", target="user/demo/windowed_median@1", inputs={"x": x}, params={"w": 5})["y"]
     np.testing.assert_array_equal(y, median_ref(x, 5))
@@ -144,42 +145,40 @@ def test_conformance_in_the_worker_forwards_progress_and_writes_the_receipt(clie
 def test_unknown_requests_and_registered_ones(client):
     with pytest.raises(StudioError, match="no request 'nope'"):
         client.call("nope")
-    worker_mod.register("echo", _echo)
-    try:
-        with WorkerClient() as c:        # a new client sends the registry to its child
-            big = np.arange(50_000, dtype=np.float64)
-            got = c.call("echo", a=big, b=[1, (2, "three")], c={"d": big[:3]})
-            np.testing.assert_array_equal(got["a"], big)
-            assert got["b"] == [1, (2, "three")]
-    finally:
-        worker_mod.HANDLERS.pop("echo")
+    with WorkerClient(handlers={"echo": _echo}) as c:        # a client's own kinds go to its child
+        big = np.arange(50_000, dtype=np.float64)
+        got = c.call("echo", a=big, b=[1, (2, "three")], c={"d": big[:3]})
+        np.testing.assert_array_equal(got["a"], big)
+        assert got["b"] == [1, (2, "three")]
+    with pytest.raises(StudioError, match="no request 'echo'"):
+        client.call("echo")                     # and to no other client's
 
 
-def _echo(*, progress, **kwargs):
-    progress(1, 1)
+def _echo(req, **kwargs):
+    req.progress(1, 1)
     return kwargs
 
 
 # ------------------------------------------------------------------ memory budgets
-def test_a_run_over_the_users_budget_is_refused_with_the_numbers(client):
+def test_a_run_over_the_users_budget_is_refused_with_the_numbers(ctx, client):
     pkg = load_package(FILL)
     with pytest.raises(StudioError) as info:
-        run_op(pkg, {}, {"n": 1000, "v": 1.0}, budget_bytes=3999)
+        run_op(ctx, pkg, {}, {"n": 1000, "v": 1.0}, budget_bytes=3999)
     msg = str(info.value)
     assert "4000 bytes" in msg and "3999 bytes" in msg and "budget" in msg
-    assert run_op(pkg, {}, {"n": 1000, "v": 1.0}, budget_bytes=4000)["y"].shape == (1000,)
+    assert run_op(ctx, pkg, {}, {"n": 1000, "v": 1.0}, budget_bytes=4000)["y"].shape == (1000,)
     with pytest.raises(StudioError, match="4000 bytes.*3999 bytes"):
         client.call("run", target=str(FILL), params={"n": 1000, "v": 1.0}, budget_bytes=3999)
 
 
-def test_a_run_over_the_devices_limits_is_refused_before_allocating(device):
+def test_a_run_over_the_devices_limits_is_refused_before_allocating(ctx, device):
     pkg = load_package(FILL)
     cap = device.profile.limits["max-storage-buffer-binding-size"]
     big = device.profile.limits["max-buffer-size"]
     for n in (cap // 4 + 1, min(big // 4 + 1, 4_294_967_295)):
         t0 = time.perf_counter()
         with pytest.raises(StudioError) as info:
-            run_op(pkg, {}, {"n": n, "v": 1.0}, device=device)
+            run_op(ctx, pkg, {}, {"n": n, "v": 1.0})
         assert time.perf_counter() - t0 < 1.0           # refused, not attempted
         msg = str(info.value)
         assert str(4 * n) in msg and (str(cap) in msg or str(big) in msg), msg

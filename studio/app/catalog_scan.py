@@ -1,7 +1,8 @@
 """Reading the catalog for the catalog panel: every op as a card's facts, with its receipt judged
 for this machine's GPU profile. Qt-free on purpose: it runs in the device worker process as the
 ``catalog`` request (loading every package and re-deriving every receipt's corpus is engine work,
-and Python-heavy; in a thread of the GUI process it would hold the GIL against the event loop)."""
+and Python-heavy; in a thread of the GUI process it would hold the GIL against the event loop).
+The Studio's worker clients are given it per client (``HANDLERS``, ``BUDGETS``)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -10,7 +11,9 @@ RECEIPT_STATES = ("valid", "none", "stale", "foreign", "failed", "malformed")
 
 
 def scan(extra_roots: list[str], profile_id: str | None) -> list[dict]:
-    from ..engine.contract.catalog import Catalog
+    """A fresh read of the catalog (builtins, examples, the user's ops, ``extra_roots``): edits,
+    saves and new receipts since the last scan are seen."""
+    from ..engine.contract.catalog import Catalog, origin
     from ..engine.proof.receipts import local_status
     cat = Catalog.default([Path(r) for r in extra_roots])
     cards = []
@@ -22,20 +25,18 @@ def scan(extra_roots: list[str], profile_id: str | None) -> list[dict]:
                 status = local_status(pkg, profile_id)
             except Exception:  # noqa: BLE001 - a broken receipt folder must not hide the op
                 status = "malformed"
-        cards.append({"id": pkg.id, "summary": c.summary, "source": "builtin" if c.id.namespace == "core" else "user",
+        cards.append({"id": pkg.id, "summary": c.summary, "source": origin(pkg),
                       "tolerance": str(c.tolerance), "category": c.tolerance.category, "path": str(pkg.root),
                       "hash": pkg.hash, "receipt": status, "backward": c.backward.kind,
                       "visibility": c.visibility})
     return cards + [{"problem": e.format()} for e in cat.problems]
 
 
-def handler(*, progress, roots: list[str] | None = None, profile_id: str | None = None) -> list[dict]:
-    """The worker's ``catalog`` request."""
+def handler(req, *, roots: list[str] | None = None, profile_id: str | None = None) -> list[dict]:
+    """The worker's ``catalog`` request (``req``: studio/engine/worker/child.py's Request). The
+    child's context keeps its catalog once read, so the panel's refresh scans anew."""
     return scan(list(roots or []), profile_id)
 
 
-def register() -> None:
-    """Teach the device worker the ``catalog`` request (before its first client starts)."""
-    from ..engine import worker
-    if "catalog" not in worker.HANDLERS:
-        worker.register("catalog", "studio.app.catalog_scan:handler", budget_s=60.0)
+HANDLERS = {"catalog": handler}            # the child imports it by name (module:function)
+BUDGETS = {"catalog": 60.0}

@@ -18,10 +18,11 @@ class DocumentView(QWidget):
     problemsChanged = Signal(object, list)      # view, problems
     catalogChanged = Signal()                   # a receipt was issued or the package saved
 
-    def __init__(self, doc, workers, background, store=None, *, authored: bool | None = None, parent=None):
+    def __init__(self, doc, workers, background, store=None, *, ctx, authored: bool | None = None, parent=None):
+        """``ctx``: the window's Context (studio/engine/context.py), whose trust store judges the code."""
         super().__init__(parent)
         self.doc = doc
-        self.session = DocumentSession(doc, background, store, authored=authored)
+        self.session = DocumentSession(doc, background, store, ctx=ctx, authored=authored)
         self.conformance_panel = ConformancePanel(0)
         self.gradcheck_panel = GradcheckPanel(0)
         self.run_panel = RunPanel(0)

@@ -1,15 +1,18 @@
 """Documents on disk: open an op package folder (even a broken one: you open it to fix it), save
-it through the engine's crash-safe writes, create one from a template."""
+it through the engine's one package writer (crash-safe, validated), create one from a template.
+What counts as a package file, and the count/size/symlink limits, are the engine's
+(``read_files``); the app only splits what it read into text and binary."""
 from __future__ import annotations
 
 import os
 import re
 from pathlib import Path
 
-from ..engine.atomic import write_bytes, write_text
-from ..engine.resources import ROOT, TEMPLATES
+from ..engine.context import Context
+from ..engine.contract.package import MANIFEST, read_files, write_package
 from ..engine.errors import StudioError
-from ..engine.contract.package import MANIFEST, MAX_FILE_BYTES, MAX_FILES, _package_files
+from ..engine.resources import ROOT, TEMPLATES
+from ..engine.services import actions
 from .model import OpDocument
 
 NAME_RE = re.compile(r"^[a-z][a-z0-9_]*$")
@@ -17,22 +20,9 @@ AUTHOR_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]*$")
 
 
 def read_folder(root: Path) -> tuple[dict[str, str], dict[str, bytes]]:
-    """The package's content files (the engine's own rules of what counts), text and binary."""
-    root = Path(root)
-    if not (root / MANIFEST).is_file():
-        raise StudioError(f"no {MANIFEST} in {root}", file=str(root),
-                          hint="an op package is a folder holding op.toml, reference.py and a .wgsl kernel")
-    listed = _package_files(root)
-    if len(listed) > MAX_FILES:
-        raise StudioError(f"package holds {len(listed)} files (limit {MAX_FILES})", file=str(root))
+    """The package's content files (the engine's validated reader), split into text and binary."""
     texts, binary = {}, {}
-    for p in listed:
-        rel = p.relative_to(root).as_posix()
-        if p.is_symlink() and not p.resolve().is_relative_to(root.resolve()):
-            raise StudioError(f"'{rel}' leads outside the package folder", file=str(p))
-        raw = p.read_bytes()
-        if len(raw) > MAX_FILE_BYTES:
-            raise StudioError(f"'{rel}' is {len(raw)} bytes (limit {MAX_FILE_BYTES})", file=str(p))
+    for rel, raw in read_files(Path(root)).items():
         try:
             texts[rel] = raw.decode("utf-8")
         except UnicodeDecodeError:
@@ -48,18 +38,26 @@ def open_package(path: str | os.PathLike) -> OpDocument:
     return OpDocument(texts, root, binary=binary, read_only=not os.access(root, os.W_OK))
 
 
-def save_document(doc: OpDocument, folder: str | os.PathLike | None = None) -> Path:
-    """Write every file (temp, fsync, rename) into ``folder`` (default: the document's own)."""
+def write_files(folder: Path, files: dict[str, bytes | str], *, ctx: Context | None, op: str | None) -> str:
+    """The one way the Studio writes a package: with ``ctx``, through the engine's save use case
+    (which records the written content as authored in ``ctx.trust``); without, the engine's
+    writer alone (code that was not runnable here stays unrecorded). Returns the content hash."""
+    if ctx is not None:
+        return actions.save_package(ctx, folder, files, op=op)
+    return write_package(folder, files)
+
+
+def save_document(doc: OpDocument, folder: str | os.PathLike | None = None, *, ctx: Context | None = None) -> Path:
+    """Write the document's files into ``folder`` (default: its own), crash-safely. ``ctx``: record
+    the content as authored here (the session passes it only for code that was runnable to begin with)."""
     target = Path(folder) if folder is not None else doc.path
     if target is None:
         raise StudioError("this document has no folder yet", hint="use File ▸ Save As")
     if target != doc.path and target.exists() and any(target.iterdir()) and not (target / MANIFEST).is_file():
         raise StudioError(f"{target} is not empty and holds no op package", file=str(target),
                           hint="pick an empty folder, or a new name")
-    for rel, text in doc.files().items():
-        write_text(target / rel, text)
-    for rel, data in doc.binary.items():
-        write_bytes(target / rel, data)
+    op = doc.field("id")
+    write_files(target, doc.content_bytes(), ctx=ctx, op=str(op) if op else None)
     doc.mark_saved(target)
     return target
 
@@ -95,8 +93,10 @@ def templates() -> list[tuple[str, str]]:
     return out
 
 
-def create_from_template(template: str, folder: str | os.PathLike, name: str, author: str = "you") -> Path:
-    """A new package ``folder/name`` from a template, with id ``user/<author>/<name>@1``."""
+def create_from_template(template: str, folder: str | os.PathLike, name: str, author: str = "you", *,
+                         ctx: Context | None = None) -> Path:
+    """A new package ``folder/name`` from a template, with id ``user/<author>/<name>@1``; with
+    ``ctx``, recorded as authored here (the Studio's File ▸ New)."""
     if not NAME_RE.match(name):
         raise StudioError(f"op name {name!r} must be lower case letters, digits and _ (starting with a letter)",
                           field="name", hint="e.g. windowed_median")
@@ -114,8 +114,7 @@ def create_from_template(template: str, folder: str | os.PathLike, name: str, au
     if target.exists() and any(target.iterdir()):
         raise StudioError(f"{target} already exists and is not empty", file=str(target),
                           hint="choose another name or folder")
-    for rel, text in texts.items():
-        write_text(target / rel, text.replace(old_id, new_id))
-    for rel, data in binary.items():
-        write_bytes(target / rel, data)
+    files: dict[str, bytes | str] = {rel: text.replace(old_id, new_id) for rel, text in texts.items()}
+    files.update(binary)
+    write_files(target, files, ctx=ctx, op=new_id)
     return target

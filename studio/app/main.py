@@ -10,7 +10,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("packages", nargs="*", help="op package folders to open")
     ap.add_argument("--no-recovery", action="store_true", help="do not offer to restore unsaved work")
     args = ap.parse_args(argv)
-    from .plot_export import qt_app
+    from ..figures import qt_app
     app = qt_app()
     app.setApplicationName("Scellis Studio")
     app.setOrganizationDomain("scellis.io")

@@ -24,6 +24,10 @@ from ..engine.contract.package import MANIFEST, content_hash
 from . import toml_edit
 
 FIELD, FILE = "field:", "file:"
+# The engine's defaults of kernel.file and reference.file (studio/engine/contract/contract.py,
+# build_contract). The engine has no public constant for them yet; until it has, these must match it.
+DEFAULT_KERNEL_FILE = "forward.wgsl"
+DEFAULT_REFERENCE_FILE = "reference.py"
 
 
 def _leaves(data: dict, prefix: str = "") -> dict[str, object]:
@@ -93,11 +97,11 @@ class OpDocument(QObject):
 
     @property
     def kernel_file(self) -> str:
-        return str(self.field("kernel.file") or "forward.wgsl")
+        return str(self.field("kernel.file") or DEFAULT_KERNEL_FILE)
 
     @property
     def reference_file(self) -> str:
-        return str(self.field("reference.file") or "reference.py")
+        return str(self.field("reference.file") or DEFAULT_REFERENCE_FILE)
 
     @property
     def dirty(self) -> bool:

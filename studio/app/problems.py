@@ -53,8 +53,7 @@ def from_error(e: StudioError, roots: list[Path], source: str = "check", severit
 
 
 def from_json(d: dict, roots: list[Path], source: str = "check", severity: str = "error") -> Problem:
-    return Problem(d.get("message", ""), relative(d.get("file"), roots), d.get("line"), d.get("col"),
-                   d.get("field"), d.get("hint"), severity, source)
+    return from_error(StudioError.from_dict(d), roots, source, severity)
 
 
 class ProblemsPanel(QTreeWidget):

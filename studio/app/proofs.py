@@ -1,17 +1,22 @@
 """Controllers for the proof cells: conformance and gradcheck, each one worker request on the
-``proof`` lane, with progress, cancel, and results handed to its panel."""
+``proof`` lane, with progress, cancel, and results handed to its panel. The worker writes the
+receipts (the engine's rule: studio/engine/services/actions.py); a controller carries them into
+the document's folder and shows them."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from PySide6.QtCore import QObject, Signal
 
 from ..engine.errors import StudioError
+from ..engine.proof.receipts import read_receipt
 
 
-class ConformanceController(QObject):
+class ProofController(QObject):
+    """One proof request on the ``proof`` lane: the trust guard, the job's signals, cancel."""
     finished = Signal(dict)              # the report (with "receipt" when one was issued)
+    request = ""                         # the worker request this controller sends
+    label = ""                           # what the user calls it
 
     def __init__(self, session, workers, panel, parent=None):
         super().__init__(parent)
@@ -20,16 +25,17 @@ class ConformanceController(QObject):
         panel.runRequested.connect(self.run)
         panel.cancelRequested.connect(self.cancel)
 
-    def run(self, seed: int = 0, large: bool = False):
+    def submit(self, **kwargs):
+        """Start the request on the document's current content (at most one at a time)."""
         if self.job is not None and self.job.active:
             return self.job
         if not self.session.runnable:
-            self.panel.show_error(StudioError("this package's code is not trusted here: conformance would run its "
+            self.panel.show_error(StudioError(f"this package's code is not trusted here: {self.label} runs its "
                                               "Python reference", field="trust",
                                               hint="read reference.py, then use Trust in the toolbar"))
             return None
         self.panel.started()
-        job = self.workers.submit("proof", "conform", prepare=self.session.target(), seed=int(seed), large=bool(large))
+        job = self.workers.submit("proof", self.request, prepare=self.session.target(), **kwargs)
         self.job = job
         job.progress.connect(self.panel.on_progress)
         job.succeeded.connect(lambda rep: self._done(job, rep))
@@ -42,60 +48,34 @@ class ConformanceController(QObject):
             self.workers.cancel(self.job)
 
     def _done(self, job, rep: dict) -> None:
-        receipt, path = _receipt_of(rep)
-        if receipt and rep.get("verdict") == "pass":
+        raise NotImplementedError
+
+
+class ConformanceController(ProofController):
+    request, label = "conform", "conformance"
+
+    def run(self, seed: int = 0, large: bool = False):
+        return self.submit(seed=int(seed), large=bool(large))
+
+    def _done(self, job, rep: dict) -> None:
+        receipt = path = None
+        issued = rep.get("receipt") if isinstance(rep, dict) and rep.get("verdict") == "pass" else None
+        if issued:
             try:
-                path = self.session.keep_receipt(receipt, job.prepared.get("target", ""))
+                path = self.session.keep_receipt(issued)
+                receipt = read_receipt(Path(path))
             except (OSError, StudioError) as e:
-                self.panel.show_error(StudioError(f"the receipt could not be written: {e}"))
+                self.panel.show_error(StudioError(f"the receipt could not be kept: {e}"))
                 return
-        self.panel.show_report(rep, receipt if rep.get("verdict") == "pass" else None, path)
+        self.panel.show_report(rep, receipt, path)
         self.finished.emit(rep)
 
 
-def _receipt_of(rep: dict) -> tuple[dict | None, str | None]:
-    """The worker writes the receipt beside the package it proved and returns its path."""
-    r = rep.get("receipt") if isinstance(rep, dict) else None
-    if isinstance(r, dict):
-        return r, None
-    if isinstance(r, str) and r:
-        try:
-            return json.loads(Path(r).read_text("utf-8")), r
-        except (OSError, ValueError):
-            return None, r
-    return None, None
-
-
-class GradcheckController(QObject):
-    finished = Signal(dict)
-
-    def __init__(self, session, workers, panel, parent=None):
-        super().__init__(parent)
-        self.session, self.workers, self.panel = session, workers, panel
-        self.job = None
-        panel.runRequested.connect(self.run)
-        panel.cancelRequested.connect(self.cancel)
+class GradcheckController(ProofController):
+    request = label = "gradcheck"
 
     def run(self, params: dict | None = None):
-        if self.job is not None and self.job.active:
-            return self.job
-        if not self.session.runnable:
-            self.panel.show_error(StudioError("this package's code is not trusted here: gradcheck runs its Python "
-                                              "reference", field="trust", hint="use Trust in the toolbar"))
-            return None
-        self.panel.started()
-        kwargs = {"params": dict(params)} if params else {}
-        job = self.workers.submit("proof", "gradcheck", prepare=self.session.target(), **kwargs)
-        self.job = job
-        job.progress.connect(self.panel.on_progress)
-        job.succeeded.connect(lambda rep: self._done(job, rep))
-        job.failed.connect(self.panel.show_error)
-        job.cancelled.connect(lambda: self.panel.stopped("cancelled", "warn"))
-        return job
-
-    def cancel(self) -> None:
-        if self.job is not None:
-            self.workers.cancel(self.job)
+        return self.submit(**({"params": dict(params)} if params else {}))
 
     def _done(self, job, rep: dict) -> None:
         self.session.carry_receipts()

@@ -82,7 +82,7 @@ class RunController(QObject):
         else:
             path = req["file"]
             self.panel.started(f"reading {path}…")
-            from ..cli import load_array
+            from ..engine.arrays import load_array
             self.background.run(lambda: np.asarray(load_array(path), dtype=np.float32).reshape(-1),
                                 lambda x: self._run_op(name, x, req["params"]), self.panel.show_error)
             return None
@@ -120,7 +120,7 @@ class RunController(QObject):
             self.export_plot(path)
 
     def export_plot(self, path: str) -> None:
-        from .plot_export import export_plot
+        from ..figures import export_plot
         export_plot(self.panel.plot, path)
 
     def export_data_dialog(self) -> None:
@@ -130,7 +130,7 @@ class RunController(QObject):
             self.export_data(path)
 
     def export_data(self, path: str, which: str = "output"):
-        from .plot_export import save_array
+        from ..engine.arrays import save_array
         data = self.panel.data[which]
         return self.background.run(lambda: save_array(path, data), None, self.panel.show_error, ordered=True)
 

@@ -1,30 +1,28 @@
 """A document's session: where its content lives for the worker (its folder when saved, else a
-content-addressed snapshot), whose code it is (trust), its autosave, and its receipts."""
+content-addressed snapshot), whose code it is (trust, judged by the window's Context's trust
+store), its autosave, and its receipts."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from types import SimpleNamespace
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
-from ..engine import trust
-from ..engine.atomic import write_text
-from ..engine.contract.package import content_hash
+from ..engine.context import Context
+from ..engine.contract.package import OpPackage, content_hash, load_package
+from ..engine.errors import StudioError
+from ..engine.trust.store import TrustStatus, TrustStore
 from . import snapshots
 from .autosave import AutosaveStore
 from .documents import save_document
 from .model import OpDocument
 
 AUTOSAVE_MS = 800
+UNSAVED = Path("/nonexistent")      # the folder an untitled document is judged at: no product folder, never written
 
 
-def trust_status(doc: OpDocument) -> trust.TrustStatus:
+def trust_status(doc: OpDocument, store: TrustStore) -> TrustStatus:
     """The engine's trust judgement of the document's *current* content at its folder."""
-    files = doc.content_bytes()
-    pkg = SimpleNamespace(root=doc.path or Path("/nonexistent"), hash=content_hash(files),
-                          id=str(doc.field("id") or "untitled"))
-    return trust.status(pkg)
+    return store.status_of(doc.path or UNSAVED, doc.content_hash())
 
 
 class DocumentSession(QObject):
@@ -32,14 +30,16 @@ class DocumentSession(QObject):
     trustChanged = Signal(bool)
     autosaved = Signal(str)
 
-    def __init__(self, doc: OpDocument, background, store: AutosaveStore | None = None, *, authored: bool | None = None):
+    def __init__(self, doc: OpDocument, background, store: AutosaveStore | None = None, *, ctx: Context,
+                 authored: bool | None = None):
         super().__init__()
         self.doc = doc
         self.background = background
+        self.ctx = ctx
         self.store = store or AutosaveStore()
         # Code typed here is authored here — but only on top of content that was runnable to begin with:
         # editing a package someone sent you does not launder its reference into "authored".
-        self.authored_base = trust_status(doc).ok if authored is None else authored
+        self.authored_base = trust_status(doc, ctx.trust).ok if authored is None else authored
         self._timer = QTimer(self, singleShot=True, interval=AUTOSAVE_MS)
         self._timer.timeout.connect(self.autosave_now)
         doc.changed.connect(lambda *_: self._timer.start())
@@ -49,16 +49,31 @@ class DocumentSession(QObject):
     # ------------------------------------------------------------------ trust
     @property
     def runnable(self) -> bool:
-        return self.authored_base or trust_status(self.doc).ok
+        return self.authored_base or trust_status(self.doc, self.ctx.trust).ok
 
     def trust_now(self) -> None:
-        """The user read the code and trusts this exact content."""
-        files = self.doc.content_bytes()
-        pkg = SimpleNamespace(root=(self.doc.path or Path("/nonexistent")).resolve(), hash=content_hash(files),
-                              id=str(self.doc.field("id") or "untitled"))
-        trust.trust(pkg)
+        """The user read the code and trusts this exact content. The trust store records it when the
+        content loads as a package; a draft that does not load yet is trusted for this session, and
+        each job on it records its content as authored (``target``)."""
+        pkg = self._current_package()
+        if pkg is not None:
+            self.ctx.trust.trust(pkg)
         self.authored_base = True
         self.trustChanged.emit(True)
+
+    def _current_package(self) -> OpPackage | None:
+        """The document's current content, loaded: from its folder when that holds exactly it, else
+        from its snapshot; None for a draft that does not load."""
+        files = self.doc.content_bytes()
+        h = content_hash(files)
+        try:
+            if self.doc.path and not self.doc.dirty:
+                pkg = load_package(self.doc.path)
+                if pkg.hash == h:
+                    return pkg
+            return load_package(snapshots.snapshot(files, h))
+        except StudioError:
+            return None
 
     # ------------------------------------------------------------------ the worker's view
     def target(self):
@@ -68,11 +83,11 @@ class DocumentSession(QObject):
         h = content_hash(files)
         clean_folder = self.doc.path if (self.doc.path and not self.doc.dirty) else None
         op = str(self.doc.field("id") or "untitled")
-        authored = self.authored_base
+        trust = self.ctx.trust if self.authored_base else None
 
         def prepare() -> dict:
             folder = clean_folder or snapshots.snapshot(files, h)
-            if authored:
+            if trust is not None:
                 trust.record_authored(h, op=op, path=Path(folder).resolve())
             return {"target": str(folder)}
 
@@ -80,36 +95,27 @@ class DocumentSession(QObject):
         return prepare
 
     # ------------------------------------------------------------------ receipts
-    def keep_receipt(self, receipt: dict, target: str) -> str | None:
-        """Where the receipt of a passing run on ``target`` lives (the worker wrote it beside the package
-        it proved); carried into the document's own folder when the document on disk has exactly the
-        proven content. Returns the path shown to the user."""
-        if not receipt:
-            return None
-        name = f"{receipt.get('gpu_profile', {}).get('id', 'profile')}.json"
-        where = Path(target) / "receipts" / name
-        if not where.is_file():
-            write_text(where, json.dumps(receipt, indent=2, sort_keys=True) + "\n")
-        pkg_hash = receipt.get("hashes", {}).get("package")
-        if self.doc.path and not self.doc.dirty and self.doc.content_hash() == pkg_hash:
-            dest = self.doc.path / "receipts" / name
-            if dest.resolve() != where.resolve():
-                write_text(dest, where.read_text("utf-8"))
-            return str(dest)
-        return str(where)
+    def keep_receipt(self, receipt_path: str) -> str:
+        """The worker wrote the receipt of a passing run beside the package it proved (the document's
+        folder, or the snapshot of its content); it is carried into the document's own folder when the
+        document on disk has exactly the proven content. Returns the path shown to the user."""
+        want = Path(receipt_path).resolve()
+        for src, dest in self.carry_receipts().items():
+            if src.resolve() == want:
+                return str(dest)
+        return str(receipt_path)
 
-    def carry_receipts(self) -> None:
+    def carry_receipts(self) -> dict[Path, Path]:
         """Receipts proven on a snapshot belong to the saved package too when its content is the same."""
         if self.doc.path and not self.doc.dirty:
-            snapshots.carry_receipts(self.doc.content_hash(), self.doc.path)
+            return snapshots.carry_receipts(self.doc.content_hash(), self.doc.path)
+        return {}
 
     # ------------------------------------------------------------------ saving
     def save(self, folder: Path | None = None) -> Path:
-        path = save_document(self.doc, folder)
-        h = self.doc.content_hash()
-        if self.authored_base:
-            trust.record_authored(h, op=str(self.doc.field("id") or ""), path=path.resolve())
-        snapshots.carry_receipts(h, path)
+        """Through the engine's save (crash-safe; recorded as authored when the code was runnable here)."""
+        path = save_document(self.doc, folder, ctx=self.ctx if self.authored_base else None)
+        self.carry_receipts()
         self.store.discard(self.doc.doc_id)
         return path
 

@@ -4,36 +4,44 @@ The worker is handed a package folder. An unsaved document's current content is 
 to ``<home>/snapshots/<package hash>/`` (never modified afterwards: a conformance run keeps
 reading exactly what it started on while the author keeps typing). A receipt issued there is
 bound by hash to that content, so when the document is saved with the same content the receipt
-is carried into the package's own ``receipts/``.
+is carried into the package's own receipts (where and how a receipt is stored is the engine's:
+studio/engine/proof/receipts.py).
 """
 from __future__ import annotations
 
-import json
 import shutil
 import tempfile
 from pathlib import Path
 
 from ..engine.atomic import write_bytes
-from ..engine.contract.package import content_hash
+from ..engine.contract.package import content_hash, load_package, write_package
+from ..engine.errors import StudioError
+from ..engine.proof import receipts
 from .paths import snapshots_dir
 
 KEEP = 48
 DONE = ".complete"
 
 
+def snapshot_folder(package_hash: str) -> Path:
+    return snapshots_dir() / package_hash[:24]
+
+
 def snapshot(files: dict[str, bytes], package_hash: str | None = None) -> Path:
     """The snapshot folder holding exactly ``files`` (written if missing). Safe off the GUI thread."""
     h = package_hash or content_hash(files)
-    root = snapshots_dir()
-    final = root / h[:24]
+    final = snapshot_folder(h)
+    root = final.parent
     if (final / DONE).is_file():
         final.touch()
         return final
     root.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".snap-", dir=root))
     try:
-        for rel, data in files.items():
-            write_bytes(tmp / rel, data)
+        written = write_package(tmp, files)
+        if written != h:
+            raise StudioError(f"the snapshot of {h[:16]} reads back as {written[:16]}", file=str(tmp),
+                              hint="a file of the document is not a package file (a dot file? a '~' backup?)")
         (tmp / DONE).write_text(h)
         try:
             tmp.rename(final)
@@ -55,19 +63,25 @@ def _prune(root: Path) -> None:
         shutil.rmtree(old, ignore_errors=True)
 
 
-def carry_receipts(package_hash: str, dest: Path) -> list[Path]:
-    """Copy the receipts issued on the snapshot of ``package_hash`` (conformance: receipts/*.json;
-    gradcheck: receipts/gradcheck/<hash>.json) into ``dest/receipts``, when they are for that content."""
-    src = snapshots_dir() / package_hash[:24] / "receipts"
-    out = []
-    found = sorted(src.glob("*.json")) + sorted(src.glob("gradcheck/*.json")) if src.is_dir() else []
-    for r in found:
-        try:
-            data = json.loads(r.read_text("utf-8"))
-        except (OSError, json.JSONDecodeError):
-            continue
-        if package_hash in (data.get("hashes", {}).get("package"), data.get("hash")):
-            target = dest / "receipts" / r.relative_to(src)
-            write_bytes(target, r.read_bytes())
-            out.append(target)
+def carry_receipts(package_hash: str, dest: Path) -> dict[Path, Path]:
+    """Copy the receipts issued on the snapshot of ``package_hash`` (conformance and gradcheck)
+    into the package at ``dest``, when both hold exactly that content. Returns {snapshot's receipt:
+    the package's copy}."""
+    src_root = snapshot_folder(package_hash)
+    if not (src_root / DONE).is_file():
+        return {}
+    try:
+        src, dst = load_package(src_root), load_package(dest)
+    except StudioError:
+        return {}                 # a draft that does not load has no receipts to carry
+    if not (src.hash == dst.hash == package_hash) or src.root.resolve() == dst.root.resolve():
+        return {}
+    out = {}
+    for path, receipt in receipts.receipts(src):
+        if receipt is not None:
+            out[path] = receipts.write_receipt(dst, receipt)
+    grad = receipts.gradcheck_receipt_path(src)
+    if grad.is_file():
+        out[grad] = target = receipts.gradcheck_receipt_path(dst)
+        write_bytes(target, grad.read_bytes())
     return out

@@ -6,25 +6,28 @@ from pathlib import Path
 
 from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QAction, QIcon, QKeySequence
-from PySide6.QtWidgets import (QDockWidget, QFileDialog, QLabel, QMainWindow, QMessageBox, QTabWidget)
+from PySide6.QtWidgets import QDockWidget, QFileDialog, QLabel, QMainWindow, QMessageBox, QTabWidget
 
+from ..engine.context import Context
+from ..engine.contract.catalog import Catalog, user_ops_dir
 from ..engine.errors import StudioError
+from ..engine.resources import ICON
 from .autosave import AutosaveStore
 from .background import Background
 from .catalog_panel import CatalogPanel
 from .document_view import DocumentView
-from .documents import create_from_template, open_package
+from .documents import create_from_template, open_package, read_folder
 from .model import OpDocument
 from .new_op import NewOpDialog
 from .problems import ProblemsPanel
 from .worker_bridge import DeviceWorkers
 
-from ..engine.resources import ICON
-
 
 class MainWindow(QMainWindow):
     def __init__(self, *, workers: DeviceWorkers | None = None, store: AutosaveStore | None = None,
-                 offer_recovery: bool = True):
+                 ctx: Context | None = None, offer_recovery: bool = True):
+        """``ctx``: the GUI process's Context (trust store, catalog); one is opened when not given.
+        Device work never uses it: that runs in the device worker, with the worker's own."""
         super().__init__()
         # Background threads of this process (file writes, SPDX checks) hand the GIL back to the event
         # loop within 1 ms instead of Python's default 5 ms: a paint that calls into Python dozens of
@@ -39,6 +42,8 @@ class MainWindow(QMainWindow):
         self.profile: dict | None = None
         from .paths import recent_packages
         self.extra_roots: list[Path] = recent_packages()
+        self._own_ctx = ctx is None
+        self.ctx = ctx or Context.open(self.extra_roots)
         self.views: list[DocumentView] = []
 
         self.tabs = QTabWidget()
@@ -77,8 +82,7 @@ class MainWindow(QMainWindow):
                                       self.resizeDocks([dock], [360], Qt.Orientation.Horizontal)))
         self._ask_profile()
         self.refresh_catalog()
-        from ..engine import trust
-        self.background.run(trust._product_hashes)     # warm: judging an opened package's trust hashes these
+        self.background.run(self.ctx.trust.product_hashes)    # warm: judging an opened package's trust hashes these
         if offer_recovery:
             QTimer.singleShot(0, self.offer_recovery)
 
@@ -117,7 +121,7 @@ class MainWindow(QMainWindow):
 
     # ------------------------------------------------------------------ documents
     def add_document(self, doc: OpDocument, *, authored: bool | None = None) -> DocumentView:
-        view = DocumentView(doc, self.workers, self.background, self.store, authored=authored)
+        view = DocumentView(doc, self.workers, self.background, self.store, ctx=self.ctx, authored=authored)
         self.views.append(view)
         view.problemsChanged.connect(lambda v, _p: self._show_problems() if v is self.current() else None)
         view.catalogChanged.connect(self.refresh_catalog)
@@ -140,17 +144,14 @@ class MainWindow(QMainWindow):
             self.tabs.setTabText(i, self._tab_title(view.doc))
 
     def new_op(self, template: str, folder: str | Path, name: str, author: str = "you") -> DocumentView:
-        root = create_from_template(template, folder, name, author)
-        from ..engine import trust
+        root = create_from_template(template, folder, name, author, ctx=self.ctx)    # authored here
         doc = open_package(root)
-        trust.record_authored(doc.content_hash(), op=str(doc.field("id")), path=root.resolve())
         self._remember(root)
         view = self.add_document(doc, authored=True)
         self.refresh_catalog()
         return view
 
     def new_op_dialog(self) -> None:
-        from ..engine.contract.catalog import user_ops_dir
         dlg = NewOpDialog(self, folder=str(user_ops_dir()))
         if dlg.exec():
             try:
@@ -200,10 +201,9 @@ class MainWindow(QMainWindow):
 
     def _remember(self, folder: Path) -> None:
         """Keep the package in My ops across sessions (the catalog is re-read in the worker)."""
-        from ..engine.contract.catalog import BUILTINS, EXAMPLES, user_ops_dir
         from .paths import remember_package
         folder = Path(folder)
-        if any(folder.resolve().is_relative_to(r.resolve()) for r in (BUILTINS, EXAMPLES, user_ops_dir())):
+        if any(folder.resolve().is_relative_to(r.resolve()) for r in Catalog.default().roots):
             return                               # the catalog reads these folders anyway
         if all(folder.resolve() != r.resolve() for r in self.extra_roots):
             self.extra_roots.append(folder)
@@ -311,13 +311,14 @@ class MainWindow(QMainWindow):
         self.workers.close()
         self.background.wait(5)
         self.background.close()
+        if self._own_ctx:
+            self.ctx.close()
 
 
 def _on_disk(package: str | None) -> dict[str, str] | None:
     if not package:
         return None
     try:
-        from .documents import read_folder
         return read_folder(Path(package))[0]
     except (StudioError, OSError):
         return {}

@@ -1,4 +1,4 @@
-"""The bridge from the engine's device worker (studio/engine/worker/worker.py) to Qt signals.
+"""The bridge from the engine's device worker (studio/engine/worker/client.py) to Qt signals.
 
 All device work — check, compile, conformance, gradcheck, run — is a request to a
 ``WorkerClient``: a child process that owns the wgpu device, killed and restarted on a budget
@@ -54,6 +54,13 @@ def background_priority(pid: int | None, nice: int = WORKER_NICE) -> int:
         except (OSError, ValueError):
             pass
     return changed
+
+
+def _studio_client(*, budget_s: float):
+    """A worker client that also knows the Studio's own request kinds (the ``catalog`` scan)."""
+    from ..engine.worker.client import WorkerClient
+    from .catalog_scan import BUDGETS, HANDLERS
+    return WorkerClient(budget_s=budget_s, handlers=HANDLERS, budgets=BUDGETS)
 
 
 class DeviceJob(QObject):
@@ -124,10 +131,7 @@ class DeviceWorkers(QObject):
         if c is None:
             factory = self._factory
             if factory is None:
-                from ..engine.worker.worker import WorkerClient
-                from .catalog_scan import register
-                register()
-                factory = WorkerClient
+                factory = _studio_client
             c = factory(budget_s=self.budgets[lane])
             with self._lock:
                 self._clients[lane] = c

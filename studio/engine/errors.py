@@ -53,3 +53,13 @@ class StudioError(Exception):
         if file is not None:
             self.file = file
         return self
+
+    def to_dict(self) -> dict:
+        """Every field, for JSON and for crossing a process boundary (the worker, reports)."""
+        return {"message": self.message, "file": self.file, "line": self.line, "col": self.col, "field": self.field,
+                "hint": self.hint, "related": [r.to_dict() for r in self.related]}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "StudioError":
+        return cls(d["message"], file=d.get("file"), line=d.get("line"), col=d.get("col"), field=d.get("field"),
+                   hint=d.get("hint"), related=[StudioError.from_dict(r) for r in d.get("related", [])])

@@ -4,6 +4,7 @@ from __future__ import annotations
 from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QComboBox, QFormLayout, QLineEdit
 
+from ...engine.contract.catalog import origin_of
 from ...engine.contract.contract import VISIBILITIES, OpId
 from ...engine.errors import StudioError
 from ..model import FIELD
@@ -62,6 +63,7 @@ class MetadataCell(Cell):
         b.line(self.authors, "authors", to_value=lambda t: [a.strip() for a in t.split(",") if a.strip()],
                to_text=lambda v: ", ".join(v) if isinstance(v, list) else str(v))
         b.watch(FIELD + "id", None, self._validate_id)
+        doc.pathChanged.connect(self._validate_id)          # an untitled document saved, or Save As: its source
         self._license_timer = QTimer(self, singleShot=True, interval=250)
         self._license_timer.timeout.connect(self._validate_license)
         b.watch(FIELD + "license", None, self._license_timer.start)
@@ -72,14 +74,14 @@ class MetadataCell(Cell):
             w.setReadOnly(doc.read_only)
         self.visibility.setEnabled(not doc.read_only)
 
-    def _validate_id(self) -> None:
+    def _validate_id(self, *_) -> None:
         try:
             op = OpId.parse(str(self.doc.field("id") or ""))
         except StudioError as e:
             self.id_message.show_error(e)
             self.set_status("bad id", "error")
             return
-        source = "builtin" if op.namespace == "core" else "user"
+        source = origin_of(self.doc.path) if self.doc.path is not None else "user"   # untitled: the user's
         self.id_message.show_ok(f"{op.name} v{op.version} by {op.author} — source: {source}")
         self.set_status(source, "idle")
 

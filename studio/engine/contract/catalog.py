@@ -5,16 +5,28 @@ import difflib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .contract import OpId
 from ..errors import StudioError
 from ..home import studio_home
-from .package import MANIFEST, OpPackage, load_package
-
 from ..resources import BUILTINS, EXAMPLES
+from .contract import OpId
+from .package import MANIFEST, OpPackage, load_package
 
 
 def user_ops_dir() -> Path:
     return studio_home() / "ops"
+
+
+def origin_of(root: Path) -> str:
+    """``builtin`` for a package shipped in the product's builtin folder, else ``user``: decided
+    by where the op came from, never by its namespace. The one place that says it."""
+    try:
+        return "builtin" if Path(root).resolve().is_relative_to(BUILTINS.resolve()) else "user"
+    except OSError:
+        return "user"
+
+
+def origin(pkg: OpPackage) -> str:
+    return origin_of(pkg.root)
 
 
 @dataclass
@@ -24,9 +36,11 @@ class Catalog:
     _ops: dict[str, OpPackage] | None = None
 
     @classmethod
-    def default(cls, extra: list[Path] | None = None) -> "Catalog":
-        """Builtins, the shipped examples, the user's own ops folder, then any extra roots."""
-        return cls([BUILTINS, EXAMPLES, user_ops_dir(), *(extra or [])])
+    def default(cls, extra: list[Path] | None = None, *, home: Path | None = None) -> "Catalog":
+        """Builtins, the shipped examples, the user's own ops folder (of ``home``, default the
+        user data folder), then any extra roots."""
+        ops = Path(home) / "ops" if home is not None else user_ops_dir()
+        return cls([BUILTINS, EXAMPLES, ops, *(extra or [])])
 
     def _scan(self) -> dict[str, OpPackage]:
         if self._ops is None:

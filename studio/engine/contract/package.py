@@ -1,4 +1,6 @@
-"""Op packages on disk: a folder with op.toml, a reference and kernels; the content hash."""
+"""Op packages on disk: a folder with op.toml, a reference and kernels; the content hash. The one
+reader (``load_package`` for a package that loads, ``read_files`` for any draft) and the one
+writer (``write_package``: validated paths, crash-safe) that the engine, the CLI and the app use."""
 from __future__ import annotations
 
 import hashlib
@@ -6,8 +8,9 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from .contract import Contract, build_contract
+from ..atomic import write_many
 from ..errors import StudioError
+from .contract import Contract, build_contract
 from .manifest import read_manifest, utf8_error
 
 MANIFEST = "op.toml"
@@ -16,7 +19,7 @@ MAX_FILES = 64
 EXCLUDED_DIRS = {"receipts", "__pycache__"}
 
 
-def _package_files(root: Path) -> list[Path]:
+def package_files(root: Path) -> list[Path]:
     """Every regular file that is part of the content (receipts are *about* the content)."""
     files = []
     inside = root.resolve()
@@ -132,7 +135,7 @@ def load_package(path: str | os.PathLike) -> OpPackage:
     mfile = str(manifest_path)
     manifest = read_manifest(_read_inside(root, MANIFEST, "manifest", mfile), mfile)
     contract = build_contract(manifest)
-    listed = _package_files(root)
+    listed = package_files(root)
     if len(listed) > MAX_FILES:
         raise StudioError(f"package holds {len(listed)} files (limit {MAX_FILES})", file=str(root),
                           hint="remove files the op does not need: every file of the folder is part of its content")
@@ -158,23 +161,34 @@ def load_package(path: str | os.PathLike) -> OpPackage:
                      kernel_source=kernel_source, hash=content_hash(files), backward_source=backward_source)
 
 
-def folder_hash(path: str | os.PathLike) -> str:
-    """The content hash of a package folder as load_package computes it, without parsing the
-    manifest (so a draft that does not load yet still has one)."""
+def read_files(path: str | os.PathLike) -> dict[str, bytes]:
+    """Every content file of a package folder, by posix relative path, under the same rules as
+    load_package (count, size, no symlink out), without parsing the manifest: a draft that does
+    not load yet still opens and hashes."""
     root = Path(path)
+    if not (root / MANIFEST).is_file():
+        raise StudioError(f"no {MANIFEST} in {root}", file=str(root),
+                          hint="an op package is a folder holding op.toml, reference.py and a .wgsl kernel")
+    listed = package_files(root)
+    if len(listed) > MAX_FILES:
+        raise StudioError(f"package holds {len(listed)} files (limit {MAX_FILES})", file=str(root),
+                          hint="remove files the op does not need: every file of the folder is part of its content")
     files = {}
-    for p in _package_files(root):
+    for p in listed:
         rel = p.relative_to(root).as_posix()
         files[rel] = _read_inside(root, rel, rel, str(root / MANIFEST))
-    return content_hash(files)
+    return files
 
 
-def save_package(path: str | os.PathLike, files: dict[str, bytes | str]) -> str:
-    """Write (or overwrite) files of an op package crash-safely (studio/engine/atomic.py) and
-    record the resulting content hash as authored on this machine (studio/engine/trust/store.py).
-    Works for drafts that do not load yet: nothing typed is lost. Returns the content hash."""
-    from ..atomic import write_many
-    from ..trust.store import record_authored
+def folder_hash(path: str | os.PathLike) -> str:
+    """The content hash of a package folder as load_package computes it."""
+    return content_hash(read_files(path))
+
+
+def write_package(path: str | os.PathLike, files: dict[str, bytes | str]) -> str:
+    """Write (or overwrite) files of an op package crash-safely (studio/engine/atomic.py); works
+    for drafts that do not load yet: nothing typed is lost. Returns the new content hash.
+    Recording it as authored is the trust store's (studio/engine/services/packages.py)."""
     root = Path(path)
     staged = {}
     for rel, data in files.items():
@@ -185,6 +199,4 @@ def save_package(path: str | os.PathLike, files: dict[str, bytes | str]) -> str:
         staged[root / rel] = data.encode("utf-8") if isinstance(data, str) else bytes(data)
     root.mkdir(parents=True, exist_ok=True)
     write_many(staged)
-    h = folder_hash(root)
-    record_authored(h, path=root.resolve())
-    return h
+    return folder_hash(root)

@@ -141,6 +141,10 @@ class Device:
         self._modules: dict[str, object] = {}
         self._pipelines: dict[tuple, object] = {}
 
+    @property
+    def pipeline_count(self) -> int:
+        return len(self._pipelines)
+
     # -------------------------------------------------------------- compile
     def compile(self, source: str, *, file: str, user_lines: int | None = None):
         key = hashlib.sha256(source.encode()).hexdigest()
@@ -190,14 +194,3 @@ class Device:
             compute={"module": module, "entry_point": entry})
         hit = self._pipelines[key] = (pipe, layouts)
         return hit
-
-
-_DEVICE: Device | None = None
-
-
-def get_device() -> Device:
-    """The process's device (the worker process owns one; so does a test session)."""
-    global _DEVICE
-    if _DEVICE is None:
-        _DEVICE = Device()
-    return _DEVICE

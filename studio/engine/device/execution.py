@@ -1,5 +1,6 @@
-"""The one execution path: signature → shapes → buffers from the binding descriptor →
-dispatch → readback. Builtins and user ops go through here alike; nothing asks which."""
+"""The one execution path of a kernel: signature → shapes → buffers from the binding descriptor →
+dispatch → readback. Builtins and user ops go through here alike; nothing asks which (a composite
+op runs its steps through here too: studio/engine/grad/run.py)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -7,6 +8,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import StudioError
+from .device import Device
 from .layout import layout_groups
 from ..contract.package import OpPackage
 from ..contract.signature import NUMPY_DTYPE
@@ -66,7 +68,7 @@ def _as_dtype(arr, dtype: str, name: str) -> np.ndarray:
     return np.ascontiguousarray(a)
 
 
-def prepare(pkg: OpPackage, case: Case, *, budget_bytes: int | None = None, device=None) -> tuple[dict, dict]:
+def prepare(pkg: OpPackage, case: Case, *, budget_bytes: int | None = None, device: Device | None = None) -> tuple[dict, dict]:
     """Resolve shapes and parameters; refuse before anything runs if over budget."""
     sig = pkg.contract.signature
     env = sig.resolve({k: np.shape(v) for k, v in case.inputs.items()}, dict(case.params))
@@ -89,12 +91,10 @@ def prepare(pkg: OpPackage, case: Case, *, budget_bytes: int | None = None, devi
     return env, shapes
 
 
-def run_cases(pkg: OpPackage, cases: list[Case], *, device=None, guard: bool = False,
+def run_cases(pkg: OpPackage, cases: list[Case], *, device: Device, guard: bool = False,
               budget_bytes: int | None = None) -> list[Result]:
-    """Run many cases in one submission. With ``guard``, outputs are poisoned before the
-    dispatch and followed by canary words, so unwritten elements and writes past the end show."""
-    from .device import get_device
-    device = device or get_device()
+    """Run many cases of a kernel op in one submission. With ``guard``, outputs are poisoned before
+    the dispatch and followed by canary words, so unwritten elements and writes past the end show."""
     program = forward_program(pkg)
     c = pkg.contract
     prepared = []
@@ -105,13 +105,11 @@ def run_cases(pkg: OpPackage, cases: list[Case], *, device=None, guard: bool = F
     return dispatch(program, prepared, device=device, guard=guard)
 
 
-def dispatch(program: KernelProgram, prepared: list[tuple[dict, dict, dict]], *, device=None,
+def dispatch(program: KernelProgram, prepared: list[tuple[dict, dict, dict]], *, device: Device,
              guard: bool = False) -> list[Result]:
     """Run a kernel program once per (env, output shapes, typed input arrays) in one submission.
     Bindings named in the inputs are uploaded read-only; every other storage binding is allocated
     (poisoned under ``guard``) and read back when its name is in the output shapes."""
-    from .device import get_device
-    device = device or get_device()
     wgpu, dev = device.wgpu, device.device
     desc = program.bindings
     user_lines = program.source.count("\n") + 1
@@ -180,12 +178,3 @@ def dispatch(program: KernelProgram, prepared: list[tuple[dict, dict, dict]], *,
                 res.outputs[b.name] = body.view(NUMPY_DTYPE[b.dtype]).reshape(shapes[b.name])
         results.append(res)
     return results
-
-
-def run_op(pkg: OpPackage, inputs: dict[str, np.ndarray], params: dict, *, device=None,
-           budget_bytes: int | None = None) -> dict[str, np.ndarray]:
-    """Run one op on the device and return its outputs by name (a composite op runs its steps)."""
-    if pkg.contract.composite is not None:
-        from ..grad.composite import run_composite
-        return run_composite(pkg, inputs, params, device=device, budget_bytes=budget_bytes)
-    return run_cases(pkg, [Case(inputs, params)], device=device, budget_bytes=budget_bytes)[0].outputs

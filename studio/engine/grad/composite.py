@@ -1,7 +1,8 @@
 """Composite ops: an op declared as a composition of other ops (its steps follow `composite` in
-[backward] text, parsed by studio/engine/contract/backward.py). Its forward runs the steps; its backward is derived
-by reverse mode over them (studio/engine/train/autodiff.py on the device, `reference_vjp` here on the
-reference path). The price is memory: every intermediate is materialized (`memory_plan`)."""
+[backward] text, parsed by studio/engine/contract/backward.py): binding the steps to catalog ops,
+evaluating them in order with a given step function (the device's in studio/engine/grad/run.py,
+the reference path's in studio/engine/grad/vjp.py, which also derives the backward by reverse mode
+over them), and the price in memory: every intermediate is materialized (`memory_plan`)."""
 from __future__ import annotations
 
 import math
@@ -10,27 +11,18 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..contract.backward import Step
-from ..errors import StudioError
+from ..contract.catalog import Catalog
+from ..contract.package import OpPackage
 from ..contract.signature import DTYPE_BYTES
+from ..errors import StudioError
 
 
 # ------------------------------------------------------------------ binding the steps to ops
 
-_CATALOG = None
-
-
-def default_catalog():
-    global _CATALOG
-    if _CATALOG is None:
-        from ..contract.catalog import Catalog
-        _CATALOG = Catalog.default()
-    return _CATALOG
-
-
 @dataclass
 class BoundStep:
     step: Step
-    pkg: object                      # OpPackage
+    pkg: OpPackage
     inputs: dict[str, str]           # callee input -> value name
     outputs: dict[str, str]          # callee output -> value name
 
@@ -38,11 +30,11 @@ class BoundStep:
         return {k: e.eval(env) for k, e in self.step.params}
 
 
-def bind(pkg, catalog=None) -> list[BoundStep]:
+def bind(pkg: OpPackage, catalog: Catalog) -> list[BoundStep]:
     """Resolve each step's op and wire names; every problem is a StudioError at the step."""
     comp = pkg.contract.composite
     sig = pkg.contract.signature
-    cat = catalog or default_catalog()
+    cat = catalog
     err = lambda st, msg, hint: StudioError(msg, file=comp.file, line=st.line, col=st.col, field="backward.text",
                                             hint=hint)
     known = {t.name for t in sig.inputs}
@@ -96,7 +88,7 @@ def bind(pkg, catalog=None) -> list[BoundStep]:
     return bound
 
 
-def check_composition(pkg, catalog=None) -> list[StudioError]:
+def check_composition(pkg: OpPackage, catalog: Catalog) -> list[StudioError]:
     try:
         bind(pkg, catalog)
     except StudioError as e:
@@ -108,13 +100,13 @@ def _env(pkg, inputs: dict, params: dict) -> dict:
     return pkg.contract.signature.resolve({k: np.shape(v) for k, v in inputs.items()}, dict(params))
 
 
-def _step_error(bs: BoundStep, pkg, e: StudioError) -> StudioError:
+def step_error(bs: BoundStep, pkg, e: StudioError) -> StudioError:
     comp = pkg.contract.composite
     return StudioError(f"step {bs.step.op} of {pkg.id}: {e.message}", file=comp.file, line=bs.step.line,
                        col=bs.step.col, field=e.field, hint=e.hint)
 
 
-def evaluate(pkg, inputs: dict, params: dict, call, *, catalog=None) -> tuple[dict, dict]:
+def evaluate(pkg: OpPackage, inputs: dict, params: dict, call, *, catalog: Catalog) -> tuple[dict, dict]:
     """Run the steps in order with call(step_pkg, step_inputs, step_params) -> outputs.
     Returns (the composite's outputs, every value by name)."""
     env = _env(pkg, inputs, params)
@@ -124,50 +116,10 @@ def evaluate(pkg, inputs: dict, params: dict, call, *, catalog=None) -> tuple[di
         try:
             out = call(bs.pkg, args, bs.params(env))
         except StudioError as e:
-            raise _step_error(bs, pkg, e) from None
+            raise step_error(bs, pkg, e) from None
         for k, name in bs.outputs.items():
             values[name] = out[k]
     return {t.name: values[t.name] for t in pkg.contract.signature.outputs}, values
-
-
-def run_composite(pkg, inputs: dict, params: dict, *, device=None, budget_bytes: int | None = None,
-                  catalog=None) -> dict:
-    """The forward on the device: each step through the one execution path (run_op)."""
-    from ..device.execution import run_op
-    if budget_bytes is not None:
-        plan = memory_plan(pkg, {k: np.shape(v) for k, v in inputs.items()}, params, catalog=catalog)
-        if plan.total > budget_bytes:
-            raise StudioError(f"{pkg.id}: the composition materializes {plan.total} bytes, over the run's memory "
-                              f"budget ({budget_bytes} bytes)", hint="raise the budget, or use a declared op")
-    outs, _ = evaluate(pkg, inputs, params, lambda p, a, q: run_op(p, a, q, device=device), catalog=catalog)
-    return outs
-
-
-def reference_vjp(pkg, inputs: dict, params: dict, cotangents: dict, *, catalog=None) -> dict:
-    """The derived backward on the reference path (f64): the steps' reference forwards, then
-    their VJPs in reverse order, cotangents summed per value."""
-    from .vjp import forward64, reference_vjp as step_vjp
-    env = _env(pkg, inputs, params)
-    steps = bind(pkg, catalog)
-    values = dict(inputs)
-    for bs in steps:
-        out = forward64(bs.pkg, {k: values[v] for k, v in bs.inputs.items()}, bs.params(env), catalog=catalog)
-        values.update({name: out[k] for k, name in bs.outputs.items()})
-    cts = {t.name: np.asarray(cotangents[f"d{t.name}"], np.float64) for t in pkg.contract.signature.outputs}
-    for bs in reversed(steps):
-        if not any(name in cts for name in bs.outputs.values()):
-            continue
-        args = {k: values[v] for k, v in bs.inputs.items()}
-        dys = {f"d{k}": cts.get(name, np.zeros_like(values[name])) for k, name in bs.outputs.items()}
-        try:
-            grads = step_vjp(bs.pkg, args, bs.params(env), dys, catalog=catalog)
-        except StudioError as e:
-            raise _step_error(bs, pkg, e) from None
-        for k, g in grads.items():
-            name = bs.inputs[k]
-            cts[name] = cts[name] + g if name in cts else g
-    return {t.name: cts.get(t.name, np.zeros(np.shape(inputs[t.name]))) for t in pkg.contract.signature.inputs
-            if t.dtype == "f32"}
 
 
 # ------------------------------------------------------------------ the memory it needs
@@ -193,7 +145,7 @@ class MemoryPlan:
         return out
 
 
-def memory_plan(pkg, input_shapes: dict, params: dict, *, catalog=None) -> MemoryPlan:
+def memory_plan(pkg: OpPackage, input_shapes: dict, params: dict, *, catalog: Catalog) -> MemoryPlan:
     sig = pkg.contract.signature
     env = sig.resolve(dict(input_shapes), dict(params))
     shapes = {t.name: tuple(input_shapes[t.name]) for t in sig.inputs}

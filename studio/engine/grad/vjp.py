@@ -11,8 +11,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import StudioError
+from ..context import Context
+from ..contract.package import OpPackage
 from ..contract.signature import NUMPY_DTYPE
+from ..device.execution import KernelProgram, dispatch
+from ..device.layout import check_layout
+from ..errors import StudioError
+from .composite import bind, evaluate, step_error
+from .run import run_op
 
 
 def cotangent_name(output: str) -> str:
@@ -38,20 +44,6 @@ def device_inputs(pkg) -> list[str]:
     return [n for r in pkg.contract.backward.rules if r.device_kernel for n in r.inputs]
 
 
-def call_reference(pkg, fn_name: str, arrays: dict, params: dict, **extra):
-    """Call a reference function with the arrays exactly as given (no rounding to f32)."""
-    from ..trust.reference import reference_error, reference_function
-    fn = reference_function(pkg, fn_name)
-    kw = {p.name: params[p.name] for p in pkg.contract.signature.params}
-    try:
-        with np.errstate(all="ignore"):
-            return fn(**arrays, **extra, **kw)
-    except StudioError:
-        raise
-    except Exception as e:
-        raise reference_error(e, pkg, f"reference {fn_name}") from None
-
-
 def _f64(pkg, inputs: dict) -> dict:
     out = {}
     for t in pkg.contract.signature.inputs:
@@ -70,16 +62,15 @@ def _shaped(pkg, what: str, name: str, a, shape) -> np.ndarray:
     return a
 
 
-def forward64(pkg, inputs: dict, params: dict, *, catalog=None) -> dict[str, np.ndarray]:
+def forward64(ctx: Context, pkg: OpPackage, inputs: dict, params: dict) -> dict[str, np.ndarray]:
     """The author's forward on the reference path in f64, unrounded."""
     c = pkg.contract
     if c.composite is not None:
-        from .composite import evaluate
-        return evaluate(pkg, inputs, params, lambda p, a, q: forward64(p, a, q, catalog=catalog), catalog=catalog)[0]
+        return evaluate(pkg, inputs, params, lambda p, a, q: forward64(ctx, p, a, q), catalog=ctx.catalog)[0]
     arrays = _f64(pkg, inputs)
     env = c.signature.resolve({k: v.shape for k, v in arrays.items()}, dict(params))
     shapes = c.signature.output_shapes(env)
-    out = call_reference(pkg, c.reference_forward, arrays, params)
+    out = ctx.references.call_as_given(pkg, c.reference_forward, arrays, params)
     names = [o.name for o in c.signature.outputs]
     if not isinstance(out, dict):
         out = {names[0]: out} if len(names) == 1 else dict(zip(names, out))
@@ -89,7 +80,7 @@ def forward64(pkg, inputs: dict, params: dict, *, catalog=None) -> dict[str, np.
     return {n: _shaped(pkg, "reference output", n, out[n], shapes[n]) for n in names}
 
 
-def reference_vjp(pkg, inputs: dict, params: dict, cotangents: dict, *, catalog=None) -> dict[str, np.ndarray]:
+def reference_vjp(ctx: Context, pkg: OpPackage, inputs: dict, params: dict, cotangents: dict) -> dict[str, np.ndarray]:
     """The declared backward on the reference path in f64: {input: gradient}.
     cotangents: {d<output>: array} for every output."""
     c = pkg.contract
@@ -101,14 +92,13 @@ def reference_vjp(pkg, inputs: dict, params: dict, cotangents: dict, *, catalog=
     cts = {cotangent_name(o.name): np.asarray(cotangents[cotangent_name(o.name)], np.float64)
            for o in c.signature.outputs}
     if kind == "composite":
-        from .composite import reference_vjp as composite_vjp
-        return composite_vjp(pkg, arrays, params, cts, catalog=catalog)
+        return _composite_vjp(ctx, pkg, arrays, params, cts)
     grads: dict[str, np.ndarray] = {}
     for rule in c.backward.rules:
         if rule.form == "route":
-            grads.update(_route(pkg, rule, arrays, params, cts))
+            grads.update(_route(ctx, pkg, rule, arrays, params, cts))
             continue
-        out = call_reference(pkg, rule.function, arrays, params, **cts)
+        out = ctx.references.call_as_given(pkg, rule.function, arrays, params, **cts)
         if not isinstance(out, dict):
             if len(rule.inputs) != 1:
                 raise StudioError(f"reference {rule.function} returned one array for {len(rule.inputs)} inputs",
@@ -122,13 +112,39 @@ def reference_vjp(pkg, inputs: dict, params: dict, cotangents: dict, *, catalog=
     return grads
 
 
-def _route(pkg, rule, arrays, params, cts) -> dict[str, np.ndarray]:
+def _composite_vjp(ctx: Context, pkg: OpPackage, inputs: dict, params: dict, cotangents: dict) -> dict:
+    """The derived backward of a composite on the reference path (f64): the steps' reference
+    forwards, then their VJPs in reverse order, cotangents summed per value."""
+    sig = pkg.contract.signature
+    env = sig.resolve({k: np.shape(v) for k, v in inputs.items()}, dict(params))
+    steps = bind(pkg, ctx.catalog)
+    values = dict(inputs)
+    for bs in steps:
+        out = forward64(ctx, bs.pkg, {k: values[v] for k, v in bs.inputs.items()}, bs.params(env))
+        values.update({name: out[k] for k, name in bs.outputs.items()})
+    cts = {t.name: np.asarray(cotangents[f"d{t.name}"], np.float64) for t in sig.outputs}
+    for bs in reversed(steps):
+        if not any(name in cts for name in bs.outputs.values()):
+            continue
+        args = {k: values[v] for k, v in bs.inputs.items()}
+        dys = {f"d{k}": cts.get(name, np.zeros_like(values[name])) for k, name in bs.outputs.items()}
+        try:
+            grads = reference_vjp(ctx, bs.pkg, args, bs.params(env), dys)
+        except StudioError as e:
+            raise step_error(bs, pkg, e) from None
+        for k, g in grads.items():
+            name = bs.inputs[k]
+            cts[name] = cts[name] + g if name in cts else g
+    return {t.name: cts.get(t.name, np.zeros(np.shape(inputs[t.name]))) for t in sig.inputs if t.dtype == "f32"}
+
+
+def _route(ctx: Context, pkg: OpPackage, rule, arrays, params, cts) -> dict[str, np.ndarray]:
     if len(rule.inputs) != 1 or rule.cotangent not in cts:
         raise StudioError(f"route({rule.cotangent}, to = {rule.index}) needs one input and a cotangent "
                           f"d<output> (one of {', '.join(cts)})", file=pkg.manifest_path, field="backward.text")
     name = rule.inputs[0]
     ct = cts[rule.cotangent]
-    idx = np.asarray(call_reference(pkg, rule.index, arrays, params))
+    idx = np.asarray(ctx.references.call_as_given(pkg, rule.index, arrays, params))
     size = arrays[name].size
     if idx.size != ct.size or idx.dtype.kind not in "iu" or (idx.size and (idx.min() < 0 or idx.max() >= size)):
         raise StudioError(f"reference {rule.index} must give, per element of the output, the flat index of the "
@@ -153,8 +169,7 @@ def backward_tensors(pkg) -> dict[str, tuple[str, str, tuple]]:
     return out
 
 
-def backward_program(pkg):
-    from ..device.execution import KernelProgram
+def backward_program(pkg: OpPackage) -> KernelProgram:
     bk = pkg.contract.backward_kernel
     if bk is None:
         raise StudioError(f"{pkg.id} declares no device VJP", file=pkg.manifest_path, field="backward.kernel",
@@ -163,11 +178,10 @@ def backward_program(pkg):
                          bk.workgroup_size, bk.invocations, bk.bindings)
 
 
-def device_vjp(pkg, inputs: dict, params: dict, cotangents: dict, *, outputs: dict | None = None,
-               device=None) -> dict[str, np.ndarray]:
+def device_vjp(ctx: Context, pkg: OpPackage, inputs: dict, params: dict, cotangents: dict, *,
+               outputs: dict | None = None) -> dict[str, np.ndarray]:
     """The declared backward on the device (f32): the [backward] kernel for the inputs whose rule
     says `on device(...)`; rules without a device kernel run on the reference path, rounded to f32."""
-    from ..device.execution import dispatch, run_op
     c = pkg.contract
     on_device = device_inputs(pkg)
     grads: dict[str, np.ndarray] = {}
@@ -182,17 +196,17 @@ def device_vjp(pkg, inputs: dict, params: dict, cotangents: dict, *, outputs: di
                 continue
             if role == "output":
                 if outputs is None:
-                    outputs = run_op(pkg, inputs, params, device=device)
+                    outputs = run_op(ctx, pkg, inputs, params)
                 src = outputs[b.name]
             else:
                 src = inputs[b.name] if role == "input" else cotangents[b.name]
             arrays[b.name] = np.ascontiguousarray(np.asarray(src, dtype=NUMPY_DTYPE[dtype]))
         shapes = {gradient_name(n): tuple(np.shape(inputs[n])) for n in on_device}
-        res = dispatch(program, [(env, shapes, arrays)], device=device)[0]
+        res = dispatch(program, [(env, shapes, arrays)], device=ctx.device)[0]
         grads = {n: res.outputs[gradient_name(n)] for n in on_device}
     rest = [n for n in vjp_inputs(pkg) if n not in grads]
     if rest:
-        ref = reference_vjp(pkg, inputs, params, cotangents)
+        ref = reference_vjp(ctx, pkg, inputs, params, cotangents)
         grads.update({n: ref[n].astype(np.float32) for n in rest})
     return grads
 
@@ -249,7 +263,6 @@ def check_backward_kernel(pkg, *, device=None) -> list[StudioError]:
         errors.append(StudioError(f"[backward] invocations uses unknown symbol(s) {', '.join(stray)}", file=mf,
                                   field="backward.invocations"))
     if device is not None and not errors:
-        from ..device.layout import check_layout
         try:
             errors += check_layout(device, pkg.backward_source, desc, entry=bk.entry,
                                    kernel_file=pkg.backward_path, descriptor_file=mf)

@@ -6,7 +6,7 @@ import numpy as np
 from .corpus import CorpusCase
 from ..errors import StudioError
 from ..contract.package import OpPackage
-from ..trust.reference import run_reference
+from ..trust.reference import References
 
 
 def _bits(a: np.ndarray) -> np.ndarray:
@@ -14,7 +14,7 @@ def _bits(a: np.ndarray) -> np.ndarray:
     return a.view(np.uint32) if a.dtype.itemsize == 4 else a
 
 
-def verify_category(pkg: OpPackage, cases: list[CorpusCase], *, probes: int = 4) -> list[StudioError]:
+def verify_category(refs: References, pkg: OpPackage, cases: list[CorpusCase], *, probes: int = 4) -> list[StudioError]:
     """Check the reference against its declared category on corpus cases."""
     cat = pkg.contract.tolerance.category
     check = _CHECKS.get(cat)
@@ -22,8 +22,8 @@ def verify_category(pkg: OpPackage, cases: list[CorpusCase], *, probes: int = 4)
         return []
     rng = np.random.default_rng(7)
     for case in cases:
-        out = run_reference(pkg, case.inputs, case.params)
-        msg = check(pkg, case, out, rng, probes)
+        out = refs.forward(pkg, case.inputs, case.params)
+        msg = check(refs, pkg, case, out, rng, probes)
         if msg:
             return [StudioError(f"the reference breaks its declared category '{cat}': {msg} ({case.describe()})",
                                 file=pkg.manifest_path, field="tolerance.category",
@@ -31,7 +31,7 @@ def verify_category(pkg: OpPackage, cases: list[CorpusCase], *, probes: int = 4)
     return []
 
 
-def _selection(pkg, case, out, rng, probes):
+def _selection(refs, pkg, case, out, rng, probes):
     pool = [_bits(np.asarray(v, np.float32)) for v in case.inputs.values()]
     pool += [_bits(np.asarray([v], np.float32)) for v in case.params.values()]
     allowed = np.unique(np.concatenate(pool)) if pool else np.array([], np.uint32)
@@ -44,7 +44,7 @@ def _selection(pkg, case, out, rng, probes):
     return None
 
 
-def _permutation(pkg, case, out, rng, probes):
+def _permutation(refs, pkg, case, out, rng, probes):
     src = np.sort(np.concatenate([_bits(np.asarray(v)) for v in case.inputs.values()]))
     for name, y in out.items():
         if not np.array_equal(np.sort(_bits(y)), src):
@@ -52,7 +52,7 @@ def _permutation(pkg, case, out, rng, probes):
     return None
 
 
-def _copy(pkg, case, out, rng, probes):
+def _copy(refs, pkg, case, out, rng, probes):
     if not case.inputs:              # found by tests/test_tamper.py: np.concatenate([]) raised ValueError
         return "a copy needs an input tensor to copy, and this op has none"
     src = np.concatenate([_bits(np.asarray(v)) for v in case.inputs.values()])
@@ -62,7 +62,7 @@ def _copy(pkg, case, out, rng, probes):
     return None
 
 
-def _integer(pkg, case, out, rng, probes):
+def _integer(refs, pkg, case, out, rng, probes):
     for t in (*pkg.contract.signature.inputs, *pkg.contract.signature.outputs):
         if t.dtype not in ("i32", "u32"):
             return f"tensor {t.name} is {t.dtype}; the integer category is for integer tensors"
@@ -83,42 +83,42 @@ def _changed(a: dict, b: dict) -> np.ndarray:
     return np.unique(np.concatenate(diffs)) if diffs else np.array([], int)
 
 
-def _elementwise(pkg, case, out, rng, probes):
+def _elementwise(refs, pkg, case, out, rng, probes):
     n = min(np.asarray(v).size for v in case.inputs.values()) if case.inputs else 0
     for _ in range(probes if n > 1 else 0):
         j = int(rng.integers(0, n))
-        changed = _changed(out, run_reference(pkg, _perturbed(pkg, case, j), case.params))
+        changed = _changed(out, refs.forward(pkg, _perturbed(pkg, case, j), case.params))
         if changed.size and (changed.size > 1 or changed[0] != j):
             return f"perturbing input element {j} changed outputs {changed[:5].tolist()}"
     return None
 
 
-def _stencil(pkg, case, out, rng, probes):
+def _stencil(refs, pkg, case, out, rng, probes):
     n = min(np.asarray(v).size for v in case.inputs.values()) if case.inputs else 0
     if n < 64:
         return None
     for _ in range(probes):
         j = int(rng.integers(0, n))
-        changed = _changed(out, run_reference(pkg, _perturbed(pkg, case, j), case.params))
+        changed = _changed(out, refs.forward(pkg, _perturbed(pkg, case, j), case.params))
         if changed.size and (changed.max() - changed.min() > n // 4):
             return f"perturbing input element {j} changed outputs {changed.min()}..{changed.max()}: not local"
     return None
 
 
-def _contraction(pkg, case, out, rng, probes):
+def _contraction(refs, pkg, case, out, rng, probes):
     """Linear in each input: scaling one input by 2 (exact in binary) scales every output by 2."""
     for name in case.inputs:
         if not np.all(np.isfinite(case.inputs[name])) or np.max(np.abs(case.inputs[name]), initial=0) > 1e30:
             return None
         scaled = dict(case.inputs, **{name: np.asarray(case.inputs[name], np.float32) * np.float32(2)})
-        twice = run_reference(pkg, scaled, case.params)
+        twice = refs.forward(pkg, scaled, case.params)
         for k, y in out.items():
             if not np.allclose(twice[k].astype(np.float64), 2 * y.astype(np.float64), rtol=1e-5, atol=1e-30):
                 return f"not linear in input '{name}' (scaling it by 2 does not scale {k} by 2)"
     return None
 
 
-def _reduction(pkg, case, out, rng, probes):
+def _reduction(refs, pkg, case, out, rng, probes):
     n_in = sum(np.asarray(v).size for v in case.inputs.values())
     n_out = sum(np.asarray(v).size for v in out.values())
     if n_in > 1 and n_out >= n_in:
@@ -126,8 +126,8 @@ def _reduction(pkg, case, out, rng, probes):
     return None
 
 
-def _generator(pkg, case, out, rng, probes):
-    again = run_reference(pkg, case.inputs, case.params)
+def _generator(refs, pkg, case, out, rng, probes):
+    again = refs.forward(pkg, case.inputs, case.params)
     if not all(np.array_equal(_bits(again[k]), _bits(out[k])) for k in out):
         return "two runs with the same parameters differ: a generator must be deterministic"
     return None

@@ -3,11 +3,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..context import Context
 from ..contract import backward as backward_mod
 from ..contract import bindings as bindings_mod
-from ..errors import StudioError
 from ..contract.package import OpPackage
 from ..contract.tolerance import check_class_fits_category
+from ..device.layout import check_layout
+from ..errors import StudioError
+from ..grad.composite import check_composition
+from ..grad.vjp import check_backward_kernel
 
 
 @dataclass
@@ -23,11 +27,8 @@ class CheckReport:
         return not self.errors
 
     def to_json(self) -> dict:
-        def e(x: StudioError):
-            return {"message": x.message, "file": x.file, "line": x.line, "col": x.col, "field": x.field,
-                    "hint": x.hint, "related": [e(r) for r in x.related]}
         return {"op": self.op, "hash": self.hash, "ok": self.ok, "passed": self.passed,
-                "errors": [e(x) for x in self.errors], "warnings": [e(x) for x in self.warnings]}
+                "errors": [x.to_dict() for x in self.errors], "warnings": [x.to_dict() for x in self.warnings]}
 
 
 def check_license(expr: str, *, file: str) -> list[StudioError]:
@@ -46,7 +47,8 @@ def check_license(expr: str, *, file: str) -> list[StudioError]:
     return []
 
 
-def check_package(pkg: OpPackage, *, device=None, compile_kernel: bool = True) -> CheckReport:
+def check_package(ctx: Context, pkg: OpPackage, *, compile_kernel: bool = True) -> CheckReport:
+    """Every static check; with ``compile_kernel``, the kernels are compiled on ``ctx``'s device."""
     c = pkg.contract
     mf = pkg.manifest_path
     rep = CheckReport(pkg.id, pkg.hash)
@@ -59,8 +61,8 @@ def check_package(pkg: OpPackage, *, device=None, compile_kernel: bool = True) -
 
     rep.passed.append(f"signature well-formed (shape class {c.signature.shape_class})")
     if c.composite is not None:          # no kernel or bindings of its own: its steps are checked instead
-        from ..grad.composite import check_composition
-        step(f"composition resolves and wires its steps ({c.composite.chain()})", check_composition(pkg))
+        step(f"composition resolves and wires its steps ({c.composite.chain()})",
+             check_composition(pkg, ctx.catalog))
     else:
         step("bindings carry the signature's tensors", [e.shifted(file=mf) if e.file is None else e for e in
                                                         bindings_mod.check_against_signature(c.bindings, c.signature)])
@@ -77,12 +79,9 @@ def check_package(pkg: OpPackage, *, device=None, compile_kernel: bool = True) -
         rep.errors.append(StudioError(f"visibility '{c.visibility}' needs a license", file=mf, field="license",
                                       hint='add license = "Apache-2.0" (or another SPDX expression)'))
     if c.backward_kernel is not None:
-        from ..grad.vjp import check_backward_kernel
         step("backward kernel bindings carry the VJP's tensors", check_backward_kernel(pkg))
     if compile_kernel and not rep.errors and c.kernel is not None:
-        from ..device.device import get_device
-        from ..device.layout import check_layout
-        dev = device or get_device()
+        dev = ctx.device
         try:
             errs = check_layout(dev, pkg.kernel_source, c.bindings, entry=c.kernel.entry,
                                 kernel_file=pkg.kernel_path, descriptor_file=mf)
@@ -90,7 +89,6 @@ def check_package(pkg: OpPackage, *, device=None, compile_kernel: bool = True) -
             errs = [e]
         step("kernel compiles and its bindings agree with the descriptor (judged by wgpu's validator)", errs)
         if c.backward_kernel is not None and not errs:
-            from ..grad.vjp import check_backward_kernel
             step("backward kernel compiles and its bindings agree with [backward] bindings (wgpu's validator)",
                  check_backward_kernel(pkg, device=dev))
     return rep

@@ -8,12 +8,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..context import Context
 from .category import verify_category
 from .corpus import Corpus, CorpusCase, generate
 from ..errors import StudioError
 from ..device.execution import Case, run_cases
 from ..contract.package import OpPackage
-from ..trust.reference import reference_function, run_reference, run_reference_raw
+from ..trust.reference import References
 from ..contract.tolerance import Mismatch, compare
 
 BATCH = 48
@@ -80,31 +81,31 @@ class ConformanceReport:
                 "verdict": "pass" if self.ok else "fail", "reproduce": self.repro}
 
 
-def _magnitude(pkg: OpPackage, case: CorpusCase, shapes: dict) -> dict[str, np.ndarray]:
+def _magnitude(refs: References, pkg: OpPackage, case: CorpusCase) -> dict[str, np.ndarray]:
     """Sum of |terms| per output, for the bound classes: the reference's own `magnitude`
     when it defines one, else the forward on |inputs| in f64."""
     try:
-        fn = reference_function(pkg, "magnitude")
+        fn = refs.function(pkg, "magnitude")
     except StudioError:
         fn = None
     if fn is not None:
-        out = run_reference_raw(pkg, "magnitude", case.inputs, case.params)
+        out = refs.call(pkg, "magnitude", case.inputs, case.params)
     else:
         absin = {k: np.abs(np.asarray(v, np.float64)) for k, v in case.inputs.items()}
-        out = run_reference_raw(pkg, pkg.contract.reference_forward, absin, case.params)
+        out = refs.call(pkg, pkg.contract.reference_forward, absin, case.params)
     if not isinstance(out, dict):
         out = {pkg.contract.signature.outputs[0].name: out}
     return {k: np.abs(np.asarray(v, np.float64)).reshape(-1) for k, v in out.items()}
 
 
-def judge(pkg: OpPackage, case: CorpusCase, result) -> list[CaseFailure]:
+def judge(refs: References, pkg: OpPackage, case: CorpusCase, result) -> list[CaseFailure]:
     tol = pkg.contract.tolerance
     fails = []
     try:
-        expected = run_reference(pkg, case.inputs, case.params)
+        expected = refs.forward(pkg, case.inputs, case.params)
     except StudioError as e:
         return [CaseFailure(case, "-", "reference_error", e.format())]
-    mags = _magnitude(pkg, case, None) if tol.kind == "bound" else {}
+    mags = _magnitude(refs, pkg, case) if tol.kind == "bound" else {}
     terms = max([np.asarray(v).size for v in case.inputs.values()] + [1])
     for name, want in expected.items():
         hits = result.canary_hits.get(name, np.array([], int))
@@ -131,14 +132,12 @@ def judge(pkg: OpPackage, case: CorpusCase, result) -> list[CaseFailure]:
     return fails
 
 
-def conform(pkg: OpPackage, *, device=None, seed: int = 0, large: bool = False, only_case: int | None = None,
+def conform(ctx: Context, pkg: OpPackage, *, seed: int = 0, large: bool = False, only_case: int | None = None,
             progress=None, stop_after: int | None = None) -> ConformanceReport:
-    """Run the generated corpus on the device against the reference. ``progress(done, total)``
+    """Run the generated corpus on ``ctx``'s device against the reference. ``progress(done, total)``
     is called after each batch."""
-    from ..device.device import get_device
-    from ..trust.sandbox import prestart
-    prestart()          # the reference's confined process boots while the device and corpus get ready
-    device = device or get_device()
+    ctx.hosts.prestart()   # the reference's confined process boots while the device and corpus get ready
+    device, refs = ctx.device, ctx.references
     t0 = time.perf_counter()
     corpus = generate(pkg.contract.signature, seed=seed, large=large)
     cases = corpus.cases if only_case is None else [c for c in corpus.cases if c.index == only_case]
@@ -147,13 +146,13 @@ def conform(pkg: OpPackage, *, device=None, seed: int = 0, large: bool = False, 
     rep = ConformanceReport(pkg.id, pkg.hash, str(pkg.contract.tolerance), corpus, device.profile.to_json(),
                             total=len(cases))
     rep.repro = f"scellis conform {pkg.root} --seed {seed}" + (" --large" if large else "")
-    rep.category_errors = verify_category(pkg, cases[:24])
+    rep.category_errors = verify_category(refs, pkg, cases[:24])
     done = 0
     for start in range(0, len(cases), BATCH):
         batch = cases[start:start + BATCH]
         results = run_cases(pkg, [Case(c.inputs, c.params) for c in batch], device=device, guard=True)
         for case, res in zip(batch, results):
-            f = judge(pkg, case, res)
+            f = judge(refs, pkg, case, res)
             rep.failures.extend(f)
             rep.passed += not f
         done += len(batch)

@@ -16,17 +16,15 @@ controls. docs/gradients.md describes the method; STORY §15 the report's shape.
 from __future__ import annotations
 
 import ast
-import datetime as _dt
-import json
 import math
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 
 from ..errors import StudioError
 from .gradpoints import choose, points
-from ..grad.vjp import call_reference, cotangent_name, forward64, reference_vjp, vjp_inputs
+from ..context import Context
+from ..grad.vjp import cotangent_name, forward64, reference_vjp, vjp_inputs
 
 DEFAULT_H = 1e-3
 DEFAULT_TOLERANCE = 1e-6
@@ -39,7 +37,6 @@ MIN_COUNTED = 8           # fewer probes left after skipping: inconclusive
 ROUNDING = 16 * 68        # ulps of g per sample x the kink statistic's rounding gain
 KINK_RATIO = 0.1          # kinks give K >= 0.43 |J(h)|; smooth curvature gives K ~ h^2 |g''''/g''| |J(h)|
 EXIT = {"pass": 0, "fail": 1, "inconclusive": 3}
-RECEIPT_SCHEMA = "scellis-gradcheck/1"
 MUTANTS = ("sign flip", "scale by 1 + 1e-2", "shift to the neighbouring index", "drop one element",
            "permute")
 MUTANT_DOC = dict(zip(MUTANTS, ("every gradient negated", "every gradient times 1.01",
@@ -181,8 +178,8 @@ class GradcheckReport:
 
 # ------------------------------------------------------------------ the harness
 
-def gradcheck(pkg, params: dict | None = None, *, h: float = DEFAULT_H, seed: int = 0,
-              tolerance: float | None = None, inputs: dict | None = None, catalog=None) -> GradcheckReport:
+def gradcheck(ctx: Context, pkg, params: dict | None = None, *, h: float = DEFAULT_H, seed: int = 0,
+              tolerance: float | None = None, inputs: dict | None = None) -> GradcheckReport:
     """Check pkg's declared backward against its reference forward. params: given values (the
     rest are chosen); inputs: check at this one point instead of the engine's two."""
     c = pkg.contract
@@ -221,22 +218,23 @@ def gradcheck(pkg, params: dict | None = None, *, h: float = DEFAULT_H, seed: in
                           + ([f"predicate: the contract's predicate {c.kinks}()"] if c.kinks else []),
                           labels, [], [])
     for name, x in pts:
-        rep.probes += _probe_point(pkg, name, x, params, diff, h, rng, catalog)
+        rep.probes += _probe_point(ctx, pkg, name, x, params, diff, h, rng)
     rep.mutants = _negative_controls(rep, diff, seed)
     _verdict(rep)
     return rep
 
 
-def _probe_point(pkg, point: str, x: dict, params: dict, diff: list[str], h: float, rng, catalog) -> list[Probe]:
+def _probe_point(ctx: Context, pkg, point: str, x: dict, params: dict, diff: list[str], h: float,
+                 rng) -> list[Probe]:
     sig = pkg.contract.signature
-    f = lambda arrays: forward64(pkg, arrays, params, catalog=catalog)
+    f = lambda arrays: forward64(ctx, pkg, arrays, params)
     y0 = f(x)
     outs = [(o.name, y0[o.name].size) for o in sig.outputs]
-    flags = _predicate(pkg, x, params, h, y0)
+    flags = _predicate(ctx, pkg, x, params, h, y0)
     probes: list[Probe] = []
 
     def vjp(v: dict) -> dict:
-        return reference_vjp(pkg, x, params, {cotangent_name(k): a for k, a in v.items()}, catalog=catalog)
+        return reference_vjp(ctx, pkg, x, params, {cotangent_name(k): a for k, a in v.items()})
 
     total = sum(n for _, n in outs)
     for r in rng.permutation(total)[:ROWS]:
@@ -291,13 +289,13 @@ def _measure(p: Probe, f, x: dict, u: dict, v: dict, y0: dict, h: float, flags) 
     return p
 
 
-def _predicate(pkg, x: dict, params: dict, h: float, y0: dict) -> dict | None:
+def _predicate(ctx: Context, pkg, x: dict, params: dict, h: float, y0: dict) -> dict | None:
     """The contract's kink predicate: kinks(inputs, *, params, h) -> per output element, True
     where moving every input by at most h can cross a kink of that output."""
     fn = pkg.contract.kinks
     if not fn:
         return None
-    out = call_reference(pkg, fn, dict(x), params, h=h)
+    out = ctx.references.call_as_given(pkg, fn, dict(x), params, h=h)
     names = list(y0)
     if not isinstance(out, dict):
         out = {names[0]: out}
@@ -421,36 +419,3 @@ def _describe_vjp(pkg) -> str:
         else:
             parts.append(_docline(pkg, r.function) or f"reference {r.function}()")
     return "declared backward -- " + "; ".join(parts)
-
-
-# ------------------------------------------------------------------ receipts: what training trusts
-
-def receipt_path(pkg, root: str | Path | None = None) -> Path:
-    """receipts/gradcheck/<package hash>.json (beside the conformance receipts, not among them)."""
-    return (Path(root) if root else pkg.root / "receipts" / "gradcheck") / f"{pkg.hash}.json"
-
-
-def write_receipt(pkg, rep: GradcheckReport, root: str | Path | None = None) -> Path:
-    from ..atomic import write_text
-    body = {k: v for k, v in rep.to_json().items() if k not in ("probes", "lines")}
-    body.update(schema=RECEIPT_SCHEMA, created=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"))
-    path = receipt_path(pkg, root)
-    write_text(path, json.dumps(body, indent=2, sort_keys=True) + "\n")
-    return path
-
-
-def receipt_status(pkg, root: str | Path | None = None) -> tuple[str, str]:
-    """(pass | fail | inconclusive | none | malformed, a sentence) for the package's content now."""
-    path = receipt_path(pkg, root)
-    if not path.is_file():
-        return "none", f"no gradcheck receipt for this content ({path.name})"
-    try:
-        r = json.loads(path.read_text("utf-8"))
-        ok = r["schema"] == RECEIPT_SCHEMA and r["hash"] == pkg.hash and r["verdict"] in EXIT
-    except (OSError, ValueError, KeyError, TypeError):
-        ok = False
-    if not ok:
-        return "malformed", f"{path} is not a gradcheck receipt for this content"
-    if r.get("tolerance_source") == "override":
-        return "inconclusive", "the receipt was made with a tolerance given on the command line"
-    return r["verdict"], f"gradcheck {r['verdict']} ({r.get('created', '?')}): {r.get('why') or 'all probes agree'}"

@@ -1,8 +1,14 @@
-"""Conformance receipts: bound by hash to the op's parts and corpus, scoped to a GPU profile.
+"""Receipts, both kinds, in one home.
 
+Conformance receipts are bound by hash to the op's parts and corpus and scoped to a GPU profile.
 Schema (docs/receipt.md): JSON with ``schema``, ``op``, ``hashes`` (contract, reference,
 kernel, package, corpus), ``corpus`` (identity and case count), ``tolerance``, ``category``,
-``gpu_profile`` (full), ``engine_version``, ``wgpu_version``, ``cases``, ``verdict``, ``created``."""
+``gpu_profile`` (full), ``engine_version``, ``wgpu_version``, ``cases``, ``verdict``, ``created``;
+one per GPU profile in the package's ``receipts/``.
+
+Gradcheck receipts (docs/gradients.md) record a gradcheck verdict for the package's exact content
+(``receipts/gradcheck/<content hash>.json``); training accepts a declared VJP only with a passing one.
+Which results *earn* a receipt is the use-case layer's rule (studio/engine/services/actions.py)."""
 from __future__ import annotations
 
 import datetime as _dt
@@ -12,11 +18,13 @@ from pathlib import Path
 
 from ... import __version__
 from ..atomic import write_text
-from .corpus import generate
-from ..errors import StudioError
 from ..contract.package import OpPackage, load_package
+from ..errors import StudioError
+from .corpus import generate
 
 SCHEMA = "scellis-receipt/1"
+GRADCHECK_SCHEMA = "scellis-gradcheck/1"
+GRADCHECK_VERDICTS = ("pass", "fail", "inconclusive")
 
 
 def receipt_dir(pkg: OpPackage) -> Path:
@@ -110,11 +118,8 @@ def receipts(pkg: OpPackage) -> list[tuple[Path, dict | None]]:
     return out
 
 
-def local_status(pkg: OpPackage, profile_id: str | None = None) -> str:
+def local_status(pkg: OpPackage, profile_id: str) -> str:
     """``valid`` when a receipt for this GPU profile verifies; otherwise why not."""
-    if profile_id is None:
-        from ..device.device import get_device
-        profile_id = get_device().profile.id
     found = receipts(pkg)
     if not found:
         return "none"
@@ -123,3 +128,35 @@ def local_status(pkg: OpPackage, profile_id: str | None = None) -> str:
         if s in statuses:
             return s
     return "malformed"
+
+
+# ------------------------------------------------------------------ gradcheck receipts: what training trusts
+def gradcheck_receipt_path(pkg: OpPackage, root: str | Path | None = None) -> Path:
+    """receipts/gradcheck/<package hash>.json (beside the conformance receipts, not among them)."""
+    return (Path(root) if root else pkg.root / "receipts" / "gradcheck") / f"{pkg.hash}.json"
+
+
+def write_gradcheck_receipt(pkg: OpPackage, rep, root: str | Path | None = None) -> Path:
+    """``rep``: a GradcheckReport (studio/engine/proof/gradcheck.py)."""
+    body = {k: v for k, v in rep.to_json().items() if k not in ("probes", "lines")}
+    body.update(schema=GRADCHECK_SCHEMA, created=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"))
+    path = gradcheck_receipt_path(pkg, root)
+    write_text(path, json.dumps(body, indent=2, sort_keys=True) + "\n")
+    return path
+
+
+def gradcheck_status(pkg: OpPackage, root: str | Path | None = None) -> tuple[str, str]:
+    """(pass | fail | inconclusive | none | malformed, a sentence) for the package's content now."""
+    path = gradcheck_receipt_path(pkg, root)
+    if not path.is_file():
+        return "none", f"no gradcheck receipt for this content ({path.name})"
+    try:
+        r = json.loads(path.read_text("utf-8"))
+        ok = r["schema"] == GRADCHECK_SCHEMA and r["hash"] == pkg.hash and r["verdict"] in GRADCHECK_VERDICTS
+    except (OSError, ValueError, KeyError, TypeError):
+        ok = False
+    if not ok:
+        return "malformed", f"{path} is not a gradcheck receipt for this content"
+    if r.get("tolerance_source") == "override":
+        return "inconclusive", "the receipt was made with a tolerance given on the command line"
+    return r["verdict"], f"gradcheck {r['verdict']} ({r.get('created', '?')}): {r.get('why') or 'all probes agree'}"

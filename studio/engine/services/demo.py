@@ -3,30 +3,26 @@ from __future__ import annotations
 
 import time
 
-from ..contract.catalog import Catalog
-from ..device.device import get_device
-from ..device.execution import run_op
-from .proving import require_proof
+from ..context import Context
+from ..grad.run import run_op
+from .actions import require_proof
 
 SIGNAL = "core/signal/spiky_signal@1"
 MEDIAN = "user/demo/windowed_median@1"
 
 
-def spike_removal(n: int = 1_000_000, w: int = 7, seed: int = 1, catalog: Catalog | None = None,
-                  on_proof=None) -> dict:
+def spike_removal(ctx: Context, n: int = 1_000_000, w: int = 7, seed: int = 1, on_proof=None) -> dict:
     """Every op the job runs is proven on this GPU profile first (``require_proof``): a failing
     op raises with its failing case, so no plot is ever drawn from an unproven kernel."""
-    cat = catalog or Catalog.default()
-    source, median = cat.resolve(SIGNAL), cat.resolve(MEDIAN)
-    device = get_device()  # start the device before timing
+    source, median = ctx.catalog.resolve(SIGNAL), ctx.catalog.resolve(MEDIAN)
     for pkg in (source, median):
-        proof = require_proof(pkg, device)
+        proof = require_proof(ctx, pkg)
         if on_proof is not None:
             on_proof(proof)
     t0 = time.perf_counter()
-    x = run_op(source, {}, {"n": n, "seed": seed})["y"]
+    x = run_op(ctx, source, {}, {"n": n, "seed": seed})["y"]
     t1 = time.perf_counter()
-    y = run_op(median, {"x": x}, {"w": w})["y"]
+    y = run_op(ctx, median, {"x": x}, {"w": w})["y"]
     t2 = time.perf_counter()
     return {"x": x, "y": y, "w": w, "ops": [source, median], "seconds": (t1 - t0, t2 - t1),
-            "profile": device.profile}
+            "profile": ctx.device.profile}

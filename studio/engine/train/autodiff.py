@@ -18,7 +18,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import StudioError
+from ..context import Context
+from ..grad.composite import evaluate
+from ..grad.run import run_op
 from ..grad.vjp import cotangent_name, device_vjp, reference_vjp, vjp_inputs
+from ..proof.receipts import gradcheck_status
 
 
 @dataclass(eq=False)
@@ -50,12 +54,12 @@ class Node:
 
 @dataclass
 class Tape:
-    """Record op calls, then `backward(loss)`. receipts: where gradcheck receipts are looked up
-    (default: each package's receipts/gradcheck/); place: "device" runs declared backward
-    kernels on the GPU, "reference" runs every VJP on the reference path (rounded to f32)."""
-    device: object = None
-    catalog: object = None
-    receipts: object = None
+    """Record op calls, then `backward(loss)`. ctx: the process's context (device, catalog,
+    references); receipts: where gradcheck receipts are looked up (default: each package's
+    receipts/gradcheck/); place: "device" runs declared backward kernels on the GPU, "reference"
+    runs every VJP on the reference path (rounded to f32)."""
+    ctx: Context
+    receipts: str | None = None
     place: str = "device"
     nodes: list[Node] = field(default_factory=list)
 
@@ -67,8 +71,7 @@ class Tape:
     def _resolve(self, op):
         if not isinstance(op, str):
             return op
-        from ..grad.composite import default_catalog
-        return (self.catalog or default_catalog()).resolve(op)
+        return self.ctx.catalog.resolve(op)
 
     def call(self, op, inputs: dict, params: dict | None = None, *, within: str | None = None) -> dict[str, Value]:
         """Run op (an OpPackage, id or path) forward on the device and record it."""
@@ -76,12 +79,10 @@ class Tape:
         params = dict(params or {})
         vals = {k: v if isinstance(v, Value) else self.leaf(v, name=k) for k, v in inputs.items()}
         if pkg.contract.composite is not None:
-            from ..grad.composite import evaluate
             outs, _ = evaluate(pkg, vals, params, lambda p, a, q: self.call(p, a, q, within=pkg.id),
-                               catalog=self.catalog)
+                               catalog=self.ctx.catalog)
             return outs
-        from ..device.execution import run_op
-        arrays = run_op(pkg, {k: v.array for k, v in vals.items()}, params, device=self.device)
+        arrays = run_op(self.ctx, pkg, {k: v.array for k, v in vals.items()}, params)
         node = Node(pkg, params, vals, {}, within)
         node.outputs = {k: Value(a, k, node) for k, a in arrays.items()}
         self.nodes.append(node)
@@ -132,8 +133,7 @@ class Tape:
                               "trainable values", file=pkg.manifest_path, field="backward.text",
                               hint=f"add: vjp {missing[0]}: reference(...)")
         if kind == "vjp":
-            from ..proof.gradcheck import receipt_status
-            status, why = receipt_status(pkg, self.receipts)
+            status, why = gradcheck_status(pkg, self.receipts)
             if status != "pass":
                 verb = {"none": "has not been checked", "fail": "failed gradcheck",
                         "inconclusive": "was only inconclusively checked"}.get(status, "has no valid gradcheck")
@@ -167,12 +167,12 @@ class Tape:
             arrays = {k: v.array for k, v in node.inputs.items()}
             c = node.pkg.contract
             if self.place == "device" and c.backward_kernel is not None:
-                grads = device_vjp(node.pkg, arrays, node.params, cot,
-                                   outputs={k: v.array for k, v in node.outputs.items()}, device=self.device)
+                grads = device_vjp(self.ctx, node.pkg, arrays, node.params, cot,
+                                   outputs={k: v.array for k, v in node.outputs.items()})
                 node.vjp_place = "device"
             else:
                 grads = {k: g.astype(np.float32) for k, g in
-                         reference_vjp(node.pkg, arrays, node.params, cot, catalog=self.catalog).items()}
+                         reference_vjp(self.ctx, node.pkg, arrays, node.params, cot).items()}
                 node.vjp_place = "reference"
             for k, v in node.inputs.items():
                 if k not in grads or not (v.trainable or id(v) in need):

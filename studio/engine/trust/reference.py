@@ -4,18 +4,20 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import StudioError
 from ..contract.package import OpPackage
 from ..contract.signature import NUMPY_DTYPE
+from ..errors import StudioError
+from .pool import DEFAULT_LIMITS, HostPool, RemoteError
+from .store import TrustStore
 
 
 class ReferenceModule:
-    """An op's reference.py, loaded in its sandbox host (studio/engine/trust/sandbox.py). Attribute
+    """An op's reference.py, loaded in its confined host (studio/engine/trust/host.py). Attribute
     access gives a callable for each function the module defines; calling it runs the
     function in the host, with arrays, numbers, lists, tuples and dicts crossing both ways."""
 
-    def __init__(self, pkg: OpPackage, host, functions: list[str]):
-        self._pkg, self._host, self._functions = pkg, host, frozenset(functions)
+    def __init__(self, refs: "References", pkg: OpPackage, functions: list[str]):
+        self._refs, self._pkg, self._functions = refs, pkg, frozenset(functions)
         self.__file__ = pkg.reference_path
 
     @property
@@ -25,25 +27,24 @@ class ReferenceModule:
     def __getattr__(self, name: str):
         if name.startswith("_") or name not in self._functions:
             raise AttributeError(name)
-        return _RemoteFunction(self._pkg, name)
+        return _RemoteFunction(self._refs, self._pkg, name)
 
     def __dir__(self):
         return sorted(self._functions)
 
 
 class _RemoteFunction:
-    def __init__(self, pkg: OpPackage, name: str):
-        self.pkg, self.__name__ = pkg, name
+    def __init__(self, refs: "References", pkg: OpPackage, name: str):
+        self.refs, self.pkg, self.__name__ = refs, pkg, name
 
     def __call__(self, *args, **kwargs):
-        from . import sandbox
         pkg, name = self.pkg, self.__name__
-        host = _host(pkg)                    # a live host: one that ended between calls is replaced
+        host = self.refs.host(pkg)           # a live host: one that ended between calls is replaced
         try:
             return host.call(name, *args, **kwargs)
-        except sandbox.RemoteError as e:
+        except RemoteError as e:
             if e.kind in ("died", "timeout", "protocol"):
-                sandbox.discard(host)
+                self.refs.hosts.discard(host)
             raise _remote_error(e, pkg, f"reference {name}") from None
         except (TypeError, ValueError) as e:     # an argument that cannot cross to the host
             raise StudioError(f"reference {name}: cannot pass the arguments ({e})", file=pkg.reference_path,
@@ -66,40 +67,71 @@ def _remote_error(e, pkg: OpPackage, what: str) -> StudioError:
                            hint="the reference runs in a separate process with CPU, memory and time limits "
                                 "(docs/security.md); make it cheaper or look for an endless loop")
     extra = " (the reference process may use at most " \
-            f"{_limits().memory_bytes >> 20} MiB)" if e.type_name == "MemoryError" else ""
+            f"{DEFAULT_LIMITS.memory_bytes >> 20} MiB)" if e.type_name == "MemoryError" else ""
     return StudioError(f"{what} raised {e.type_name}: {e.message}{extra}", file=file, line=e.line,
                        hint="fix the reference so it handles every input the signature admits")
 
 
-def _limits():
-    from .sandbox import DEFAULT_LIMITS
-    return DEFAULT_LIMITS
+class References:
+    """The reference path of one process: each op's reference.py runs only when its content is
+    trusted (``trust``), in a confined host from ``hosts`` (one per content hash, reused)."""
 
+    def __init__(self, trust: TrustStore, hosts: HostPool):
+        self.trust, self.hosts = trust, hosts
 
-def _host(pkg: OpPackage):
-    from . import sandbox
-    try:
-        return sandbox.host_for(pkg.hash, pkg.reference_source, pkg.reference_path)
-    except sandbox.RemoteError as e:
-        raise _remote_error(e, pkg, "reference") from None
+    def host(self, pkg: OpPackage):
+        try:
+            return self.hosts.host_for(pkg.hash, pkg.reference_source, pkg.reference_path)
+        except RemoteError as e:
+            raise _remote_error(e, pkg, "reference") from None
 
+    def load(self, pkg: OpPackage) -> ReferenceModule:
+        """The package's reference, loaded in its confined process. Refused with a StudioError
+        unless the package is trusted (docs/security.md): code someone else wrote never runs unasked."""
+        self.trust.require_trusted(pkg)
+        host = self.host(pkg)
+        return ReferenceModule(self, pkg, host.functions or [])
 
-def load_reference(pkg: OpPackage) -> ReferenceModule:
-    """The package's reference, loaded in a confined process of its own (one per content
-    hash, reused). Refused with a StudioError unless the package is trusted (studio/engine/
-    trust.py, docs/security.md): code someone else wrote never runs unasked."""
-    from .store import require_trusted
-    require_trusted(pkg)
-    host = _host(pkg)
-    return ReferenceModule(pkg, host, host.functions or [])
+    def function(self, pkg: OpPackage, name: str):
+        fn = getattr(self.load(pkg), name, None)
+        if not callable(fn):
+            raise StudioError(f"reference.py defines no function '{name}'", file=pkg.reference_path,
+                              field="reference.forward",
+                              hint=f"define `def {name}(...)` in {pkg.contract.reference_file}")
+        return fn
 
+    def forward(self, pkg: OpPackage, inputs: dict, params: dict, *,
+                precision: str | None = None) -> dict[str, np.ndarray]:
+        """Forward on the reference path; outputs rounded to the signature's dtypes."""
+        sig = pkg.contract.signature
+        env = sig.resolve({k: np.shape(v) for k, v in inputs.items()}, dict(params))
+        shapes = sig.output_shapes(env)
+        fn = self.function(pkg, pkg.contract.reference_forward)
+        kw = {p.name: params[p.name] for p in sig.params}
+        try:
+            with np.errstate(all="ignore"):
+                out = fn(**cast_inputs(pkg, inputs, precision), **kw)
+        except StudioError:
+            raise
+        except Exception as e:
+            raise reference_error(e, pkg, "reference forward") from None
+        return outputs_dict(pkg, out, shapes)
 
-def reference_function(pkg: OpPackage, name: str):
-    fn = getattr(load_reference(pkg), name, None)
-    if not callable(fn):
-        raise StudioError(f"reference.py defines no function '{name}'", file=pkg.reference_path,
-                          field="reference.forward", hint=f"define `def {name}(...)` in {pkg.contract.reference_file}")
-    return fn
+    def call(self, pkg: OpPackage, fn_name: str, inputs: dict, params: dict, **extra):
+        """Call any reference function (forward, vjp, magnitude, kinks) in f64, unrounded."""
+        return self.call_as_given(pkg, fn_name, cast_inputs(pkg, inputs, "f64"), params, **extra)
+
+    def call_as_given(self, pkg: OpPackage, fn_name: str, arrays: dict, params: dict, **extra):
+        """Call a reference function with the arrays exactly as given (no casting, no rounding)."""
+        fn = self.function(pkg, fn_name)
+        kw = {p.name: params[p.name] for p in pkg.contract.signature.params}
+        try:
+            with np.errstate(all="ignore"):
+                return fn(**arrays, **extra, **kw)
+        except StudioError:
+            raise
+        except Exception as e:
+            raise reference_error(e, pkg, f"reference {fn_name}") from None
 
 
 def reference_error(exc: Exception, pkg: OpPackage, what: str) -> StudioError:
@@ -147,34 +179,3 @@ def cast_inputs(pkg: OpPackage, inputs: dict, precision: str | None = None) -> d
             a = a.astype(NUMPY_DTYPE[t.dtype])
         cast[t.name] = a
     return cast
-
-
-def run_reference(pkg: OpPackage, inputs: dict, params: dict, *, precision: str | None = None) -> dict[str, np.ndarray]:
-    """Forward on the reference path; outputs rounded to the signature's dtypes."""
-    sig = pkg.contract.signature
-    env = sig.resolve({k: np.shape(v) for k, v in inputs.items()}, dict(params))
-    shapes = sig.output_shapes(env)
-    fn = reference_function(pkg, pkg.contract.reference_forward)
-    kw = {p.name: params[p.name] for p in sig.params}
-    try:
-        with np.errstate(all="ignore"):
-            out = fn(**cast_inputs(pkg, inputs, precision), **kw)
-    except StudioError:
-        raise
-    except Exception as e:
-        raise reference_error(e, pkg, "reference forward") from None
-    return outputs_dict(pkg, out, shapes)
-
-
-def run_reference_raw(pkg: OpPackage, fn_name: str, inputs: dict, params: dict, **extra):
-    """Call any reference function (vjp, magnitude, kinks) in f64, unrounded."""
-    sig = pkg.contract.signature
-    fn = reference_function(pkg, fn_name)
-    kw = {p.name: params[p.name] for p in sig.params}
-    try:
-        with np.errstate(all="ignore"):
-            return fn(**cast_inputs(pkg, inputs, "f64"), **extra, **kw)
-    except StudioError:
-        raise
-    except Exception as e:
-        raise reference_error(e, pkg, f"reference {fn_name}") from None

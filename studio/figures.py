@@ -1,8 +1,8 @@
-"""Plots and data out of the Studio: pyqtgraph plots to PNG/SVG, arrays to .npy/.csv — every file
-written crash-safely (temp, fsync, rename). Also used headless by `scellis demo`."""
+"""Figures: pyqtgraph plots to PNG/SVG, written crash-safely (temp, fsync, rename). The one plot
+export both front ends use: the Studio's plots and the headless `scellis demo`. Qt lives here, so
+the engine never imports this module (pyproject.toml's import-linter contracts)."""
 from __future__ import annotations
 
-import io
 import os
 import tempfile
 
@@ -37,7 +37,7 @@ def export_plot(widget, path: str) -> None:
     """PNG or SVG by extension, written crash-safely."""
     import pyqtgraph.exporters as ex
 
-    from ..engine.atomic import write_bytes
+    from .engine.atomic import write_bytes
     svg = str(path).lower().endswith(".svg")
     item = widget.plotItem if hasattr(widget, "plotItem") else widget
     with tempfile.TemporaryDirectory() as d:
@@ -72,15 +72,3 @@ def _qt_svg(widget, path: str) -> None:
         widget.render(p)
     finally:
         p.end()
-
-
-def save_array(path: str, arr: np.ndarray) -> None:
-    """.csv (one value per row, or one row per sample) or .npy, written crash-safely."""
-    from ..engine.atomic import write_bytes
-    arr = np.asarray(arr)
-    buf = io.BytesIO()
-    if str(path).lower().endswith(".csv"):
-        np.savetxt(buf, arr.reshape(arr.shape[0], -1) if arr.ndim else arr.reshape(1, 1), delimiter=",", fmt="%.9g")
-    else:
-        np.save(buf, arr, allow_pickle=False)
-    write_bytes(path, buf.getvalue())

@@ -1,7 +1,8 @@
-"""Running an op's Python reference in a separate, confined process.
+"""The reference sandbox *host*: the program a confined process runs (the engine's side, which
+starts and talks to these processes, is studio/engine/trust/pool.py).
 
 The engine never executes a package's ``reference.py`` in its own interpreter. Each package
-(keyed by content hash) gets a *host*: a fresh ``python`` process that
+(keyed by content hash) gets a host: a fresh ``python`` process that
 
 - drops into a private network namespace (no network at all) when the kernel allows
   unprivileged user namespaces,
@@ -18,13 +19,16 @@ The engine never executes a package's ``reference.py`` in its own interpreter. E
 Which of these the running kernel actually enforced is reported by the host at start-up
 (``Host.enforced``); docs/security.md lists them.
 
-The host talks over its stdin/stdout with a small framed codec: a JSON header plus raw array
-buffers. There is no pickle in either direction: a reply from code we do not trust is decoded
-as JSON and numeric numpy buffers only, so a hostile reference cannot run code in the engine
-through its answers.
+The host talks over its stdin/stdout with a small framed codec (``encode_frame`` and
+``FrameReader``, used by both sides): a JSON header plus raw array buffers. There is no pickle
+in either direction: a reply from code we do not trust is decoded as JSON and numeric numpy
+buffers only, so a hostile reference cannot run code in the engine through its answers.
 
-This file is also the host's program: the engine starts it with ``python -c`` and
-``runpy.run_path``, so its top level imports only the standard library.
+This file serves two ways: the engine starts it as a script, ``python -s -B -c "import runpy,
+sys; runpy.run_path(sys.argv.pop(1), run_name='__scellis_sandbox_host__')" <this file> <json cfg>``,
+and the pool imports it as ``studio.engine.trust.host`` for the codec. So its top level imports
+only the standard library (numpy is imported inside the functions that need it) and nothing of
+the engine.
 """
 from __future__ import annotations
 
@@ -161,7 +165,7 @@ class FrameReader:
         return msg, value
 
 
-# ----------------------------------------------------------------------------- the host (child side)
+# ----------------------------------------------------------------------------- confinement and serving
 _CLONE_NEWUSER, _CLONE_NEWNET = 0x10000000, 0x40000000
 _PR_SET_PDEATHSIG, _PR_SET_NO_NEW_PRIVS = 1, 38
 _SYS_LANDLOCK = {"x86_64": (444, 445, 446), "aarch64": (444, 445, 446)}
@@ -391,238 +395,3 @@ def _set_cpu(resource, cpu_s: int, hard: int) -> None:
 
 if __name__ == "__scellis_sandbox_host__":  # pragma: no cover
     _host_main(json.loads(sys.argv[1]))
-
-
-# ----------------------------------------------------------------------------- the engine side
-if __package__:
-    import atexit
-    import shutil
-    import signal
-    import subprocess
-    import tempfile
-    import threading
-    import time
-    from collections import OrderedDict
-    from dataclasses import asdict, dataclass
-
-    @dataclass(frozen=True)
-    class Limits:
-        """What one reference host may use. cpu_s applies per call (RLIMIT_CPU, raised before
-        each call); wall_s is enforced by the engine, which kills the host; memory_bytes is
-        the address-space limit (RLIMIT_AS); file_bytes caps any file it writes."""
-        cpu_s: int = 60
-        wall_s: float = 120.0
-        memory_bytes: int = 4 << 30
-        file_bytes: int = 64 << 20
-        lifetime_cpu_s: int = 3600
-        start_s: float = 60.0
-
-    DEFAULT_LIMITS = Limits()
-
-    class RemoteError(Exception):
-        """What went wrong inside a host: kind is syntax | load | call | missing | died | timeout | protocol."""
-
-        def __init__(self, kind: str, type_name: str, message: str, line: int | None = None, col: int | None = None):
-            super().__init__(f"{type_name}: {message}")
-            self.kind, self.type_name, self.message, self.line, self.col = kind, type_name, message, line, col
-
-    _BOOT = ("import runpy, sys; runpy.run_path(sys.argv.pop(1), run_name='__scellis_sandbox_host__')")
-
-    class Host:
-        """One confined process holding one package's reference module."""
-
-        def __init__(self, limits: Limits = DEFAULT_LIMITS, *, audit_hook: bool = True):
-            """audit_hook=False exists for tests that prove the kernel-level confinement alone."""
-            self.limits = limits
-            _sweep_once()
-            self.tmp = tempfile.mkdtemp(prefix=f"scellis-sandbox-{os.getpid()}-")
-            env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": self.tmp, "TMPDIR": self.tmp,
-                   "LANG": "C.UTF-8", "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1",
-                   "MKL_NUM_THREADS": "1", "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1"}
-            cfg = {"tmp": self.tmp, "limits": asdict(limits), "audit_hook": audit_hook}
-            self.proc = subprocess.Popen([sys.executable, "-s", "-B", "-c", _BOOT, os.path.abspath(__file__),
-                                          json.dumps(cfg)],
-                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=self.tmp, env=env,
-                                         close_fds=True, start_new_session=True)
-            self.reader = FrameReader(self.proc.stdout.fileno(), limits.memory_bytes)
-            self.lock = threading.Lock()
-            self.functions: list[str] | None = None
-            self.enforced: list[str] = []
-            self.pid = self.proc.pid
-            self._ready = False
-
-        def _wait_ready(self) -> None:
-            if self._ready:
-                return
-            try:
-                msg, _ = self.reader.read(time.monotonic() + self.limits.start_s)
-            except TimeoutError:
-                self.kill()
-                raise RemoteError("died", "Timeout", f"the reference process did not start within "
-                                                     f"{self.limits.start_s:g} s") from None
-            except (EOFError, ValueError, OSError) as e:
-                self.kill()
-                raise RemoteError("died", "StartError", f"the reference process failed to start ({e})") from None
-            self.enforced = list(msg.get("enforced", []))
-            self._ready = True
-
-        @property
-        def alive(self) -> bool:
-            return self.proc.poll() is None
-
-        def _exchange(self, frame: bytes, timeout: float):
-            self._wait_ready()
-            try:
-                self.proc.stdin.write(frame)
-                self.proc.stdin.flush()
-                return self.reader.read(time.monotonic() + timeout)
-            except TimeoutError:
-                self.kill()
-                raise RemoteError("timeout", "Timeout", f"did not finish within {timeout:g} s; the reference "
-                                                        f"process was stopped") from None
-            except (EOFError, BrokenPipeError, OSError):
-                self.proc.wait()
-                raise RemoteError("died", "Died", self._death()) from None
-            except ValueError as e:  # a malformed frame: the host is not speaking the protocol
-                self.kill()
-                raise RemoteError("protocol", "ProtocolError", f"the reference process sent a malformed "
-                                                               f"reply ({e}) and was stopped") from None
-
-        def _death(self) -> str:
-            rc = self.proc.returncode
-            if rc == -signal.SIGXCPU or rc == -signal.SIGKILL:
-                return (f"was stopped: it used more than its CPU time ({self.limits.cpu_s} s per call); "
-                        f"the reference process was ended")
-            if rc is not None and rc < 0:
-                return f"the reference process died from signal {signal.Signals(-rc).name}"
-            return f"the reference process exited (status {rc})"
-
-        def load(self, source: str, file: str) -> list[str]:
-            with self.lock:
-                msg, _ = self._exchange(encode_frame({"op": "load", "source": source, "file": file}),
-                                        self.limits.wall_s)
-            if not msg.get("ok"):
-                raise RemoteError(str(msg.get("kind", "load")), str(msg.get("type", "Error")),
-                                  str(msg.get("message", "")), _int(msg.get("line")), _int(msg.get("col")))
-            self.functions = [str(f) for f in msg.get("functions", [])]
-            return self.functions
-
-        def call(self, fn: str, *args, **kwargs):
-            frame = encode_frame({"op": "call", "fn": fn}, {"args": list(args), "kwargs": kwargs})
-            with self.lock:
-                msg, value = self._exchange(frame, self.limits.wall_s)
-            if not msg.get("ok"):
-                raise RemoteError(str(msg.get("kind", "call")), str(msg.get("type", "Error")),
-                                  str(msg.get("message", "")), _int(msg.get("line")), _int(msg.get("col")))
-            return value
-
-        def kill(self) -> None:
-            if self.proc.poll() is None:
-                self.proc.kill()
-            self.proc.wait()
-
-        def close(self) -> None:
-            try:
-                if self.proc.poll() is None and self._ready:
-                    self.proc.stdin.write(encode_frame({"op": "exit"}))
-                    self.proc.stdin.flush()
-                    self.proc.wait(timeout=2)
-            except Exception:
-                pass
-            self.kill()
-            for f in (self.proc.stdin, self.proc.stdout):
-                try:
-                    f.close()
-                except Exception:
-                    pass
-            shutil.rmtree(self.tmp, ignore_errors=True)
-
-    _swept = False
-
-    def _sweep_once() -> None:
-        """Remove temporary folders of hosts whose engine process is gone (a SIGKILLed device
-        worker takes its hosts with it, but cannot remove their folders)."""
-        global _swept
-        if _swept:
-            return
-        _swept = True
-        import glob
-        for d in glob.glob(os.path.join(tempfile.gettempdir(), "scellis-sandbox-*-*")):
-            pid = os.path.basename(d).split("-")[2]
-            if not pid.isdigit() or int(pid) == os.getpid():
-                continue
-            try:
-                os.kill(int(pid), 0)
-            except ProcessLookupError:
-                shutil.rmtree(d, ignore_errors=True)
-            except PermissionError:
-                pass
-
-    def _int(v):
-        return v if isinstance(v, int) and not isinstance(v, bool) else None
-
-    MAX_HOSTS = 4
-    _hosts: "OrderedDict[tuple, Host]" = OrderedDict()
-    _spare: Host | None = None
-    _lock = threading.Lock()
-
-    def _new_host(limits: Limits) -> Host:
-        """A started host; a spare one started earlier is used when the limits are the default,
-        and another spare is started for next time (a host takes ~0.2 s to start)."""
-        global _spare
-        if limits == DEFAULT_LIMITS:
-            host, _spare = _spare, Host(DEFAULT_LIMITS)
-            if host is not None and host.alive:
-                return host
-            if host is not None:
-                host.close()
-        return Host(limits)
-
-    def prestart() -> None:
-        """Start a spare host now (it boots in ~0.2 s, in parallel with whatever comes next), so
-        that the first reference call does not wait for it."""
-        global _spare
-        with _lock:
-            if _spare is None or not _spare.alive:
-                _spare = Host(DEFAULT_LIMITS)
-
-    def host_for(key: str, source: str, file: str, limits: Limits | None = None) -> Host:
-        """The host holding this source (by content key), loading it on first use. Raises
-        RemoteError when the source does not load."""
-        limits = limits or DEFAULT_LIMITS
-        k = (key, file, limits)
-        with _lock:
-            host = _hosts.get(k)
-            if host is not None and host.alive:
-                _hosts.move_to_end(k)
-                return host
-            if host is not None:
-                _hosts.pop(k).close()
-            host = _new_host(limits)
-            try:
-                host.load(source, file)
-            except RemoteError:
-                host.close()
-                raise
-            _hosts[k] = host
-            while len(_hosts) > MAX_HOSTS:
-                _hosts.popitem(last=False)[1].close()
-            return host
-
-    def discard(host: Host) -> None:
-        with _lock:
-            for k, h in list(_hosts.items()):
-                if h is host:
-                    del _hosts[k]
-        host.close()
-
-    def shutdown() -> None:
-        global _spare
-        with _lock:
-            hosts = list(_hosts.values()) + ([_spare] if _spare is not None else [])
-            _hosts.clear()
-            _spare = None
-        for h in hosts:
-            h.close()
-
-    atexit.register(shutdown)

@@ -1,0 +1,133 @@
+"""The use cases: check, conform, gradcheck, run, receipts, trust, save. The device worker's
+handlers and the CLI both call these, so each rule exists once — above all "a pass earns a
+receipt": a full conformance corpus that passes, or a gradcheck under the declared tolerance.
+Results are shown only from proven ops when asked (``require_proof``): a valid receipt for this
+GPU profile, or conformance first; an op that fails stops the job with its failing case."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..context import Context
+from ..contract.package import MANIFEST, OpPackage, load_package, write_package
+from ..errors import StudioError
+from ..grad.run import run_op
+from ..proof import receipts
+from ..proof.checker import check_package
+from ..proof.conformance import ConformanceReport, conform as run_conformance, report_lines
+from ..proof.gradcheck import DEFAULT_H, GradcheckReport, gradcheck as run_gradcheck
+
+
+def resolve(ctx: Context, target: str) -> OpPackage:
+    """An op id or a package path → a freshly loaded package (edits on disk are seen)."""
+    p = Path(target)
+    if (p / MANIFEST).is_file() or p.name == MANIFEST:
+        return load_package(p)
+    return load_package(ctx.catalog.resolve(target).root)
+
+
+# ------------------------------------------------------------------ what a pass earns
+def earn_conformance_receipt(pkg: OpPackage, rep: ConformanceReport, *, full_corpus: bool) -> Path | None:
+    """A receipt is what a pass of the whole corpus earns (never a single case, never a failure)."""
+    if not (rep.ok and full_corpus):
+        return None
+    return receipts.write_receipt(pkg, receipts.make_receipt(pkg, rep))
+
+
+def earn_gradcheck_receipt(pkg: OpPackage, rep: GradcheckReport) -> Path | None:
+    """A verdict under the contract's own tolerance is recorded (pass, fail or inconclusive: training
+    reads it); one under a tolerance given on the command line certifies nothing and is not."""
+    if rep.tolerance_source == "override":
+        return None
+    return receipts.write_gradcheck_receipt(pkg, rep)
+
+
+# ------------------------------------------------------------------ the use cases
+def check(ctx: Context, pkg: OpPackage) -> dict:
+    return check_package(ctx, pkg).to_json()
+
+
+def conform(ctx: Context, pkg: OpPackage, *, seed: int = 0, large: bool = False, case: int | None = None,
+            receipt: bool = True, progress=None) -> dict:
+    rep = run_conformance(ctx, pkg, seed=seed, large=large, only_case=case, progress=progress)
+    out = rep.to_json()
+    if receipt:
+        path = earn_conformance_receipt(pkg, rep, full_corpus=case is None)
+        if path is not None:
+            out["receipt"] = str(path)
+    out["lines"] = report_lines(rep)
+    return out
+
+
+def gradcheck(ctx: Context, pkg: OpPackage, *, params: dict | None = None, h: float | None = None, seed: int = 0,
+              tolerance: float | None = None, receipt: bool = True) -> dict:
+    rep = run_gradcheck(ctx, pkg, params, h=h or DEFAULT_H, seed=seed, tolerance=tolerance)
+    out = rep.to_json()
+    if receipt:
+        path = earn_gradcheck_receipt(pkg, rep)
+        if path is not None:
+            out["receipt"] = str(path)
+    return out
+
+
+@dataclass(frozen=True)
+class Proof:
+    op: str
+    status: str          # "valid" (a receipt was there) or "earned" (conformance ran here, now)
+    cases: int = 0
+    seconds: float = 0.0
+    receipt: str | None = None
+
+    def line(self) -> str:
+        if self.status == "valid":
+            return f"proof {self.op}: valid conformance receipt on this GPU profile"
+        return (f"proof {self.op}: no receipt here, so conformance ran first: {self.cases} cases pass "
+                f"in {self.seconds:.2f} s" + (f"; receipt {self.receipt}" if self.receipt else ""))
+
+
+def require_proof(ctx: Context, pkg: OpPackage, *, progress=None) -> Proof:
+    """The op's receipt for ``ctx``'s GPU profile, or conformance now; raises on a failing op."""
+    status = receipts.local_status(pkg, ctx.device.profile.id)
+    if status == "valid":
+        return Proof(pkg.id, "valid")
+    rep = run_conformance(ctx, pkg, progress=progress)
+    if not rep.ok:
+        raise StudioError(
+            f"{pkg.id} fails conformance on this GPU profile (receipt: {status}), so no result of it is shown\n"
+            + "\n".join(report_lines(rep)),
+            file=str(pkg.root / MANIFEST), hint=f"fix the kernel; reproduce with `scellis conform {pkg.root}`")
+    try:
+        path = earn_conformance_receipt(pkg, rep, full_corpus=True)
+    except OSError:   # a read-only install: the proof still holds for this run
+        path = None
+    return Proof(pkg.id, "earned", rep.total, rep.seconds, str(path) if path else None)
+
+
+def run(ctx: Context, pkg: OpPackage, *, inputs: dict | None = None, params: dict | None = None,
+        budget_bytes: int | None = None, require_receipt: bool = False, progress=None) -> dict:
+    if require_receipt:
+        require_proof(ctx, pkg, progress=progress)
+    return run_op(ctx, pkg, inputs or {}, params or {}, budget_bytes=budget_bytes)
+
+
+def verify_receipts(ctx: Context, pkg: OpPackage) -> list[dict]:
+    """Every receipt file of the package, judged for this GPU profile: path, status, problems."""
+    here = ctx.device.profile.id
+    out = []
+    for path, r in receipts.receipts(pkg):
+        v = receipts.verify_receipt(pkg, r, here) if r is not None else None
+        out.append({"path": str(path), "status": v.status if v else "malformed",
+                    "problems": list(v.problems) if v else []})
+    return out
+
+
+def profile(ctx: Context) -> dict:
+    return ctx.device.profile.to_json()
+
+
+def save_package(ctx: Context, path: str | Path, files: dict[str, bytes | str], *, op: str | None = None) -> str:
+    """Write an authored package crash-safely and record its content hash as authored here."""
+    root = Path(path)
+    h = write_package(root, files)
+    ctx.trust.record_authored(h, op=op, path=root.resolve())
+    return h

@@ -1,0 +1,301 @@
+"""The engine's side of the reference sandbox: starting confined host processes and keeping
+them (the program each host runs is studio/engine/trust/host.py).
+
+A ``Host`` is one confined ``python`` process holding one package's reference module; it is
+started fresh (never forked from the engine) and launched with ``host.py`` by its own path.
+A ``HostPool`` keeps up to ``MAX_HOSTS`` of them, reused by the package's content key (least
+recently used ones are closed first), plus one spare, pre-started host with the default limits.
+Whoever needs references owns a pool and passes it along; there is no process-wide pool. A
+pool's hosts are closed by ``shutdown()``, by leaving its ``with`` block, when the pool is
+garbage collected, and at interpreter exit.
+
+Replies are decoded by ``host.FrameReader``: JSON and numeric numpy buffers only, never a pickle.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import weakref
+from collections import OrderedDict
+from dataclasses import asdict, dataclass
+from typing import Self
+
+from . import host as _host_program
+from .host import FrameReader, encode_frame
+
+MAX_HOSTS = 4
+_HOST_SCRIPT = os.path.abspath(_host_program.__file__)
+_BOOT = "import runpy, sys; runpy.run_path(sys.argv.pop(1), run_name='__scellis_sandbox_host__')"
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one reference host may use. cpu_s applies per call (RLIMIT_CPU, raised before
+    each call); wall_s is enforced by the engine, which kills the host; memory_bytes is
+    the address-space limit (RLIMIT_AS); file_bytes caps any file it writes."""
+    cpu_s: int = 60
+    wall_s: float = 120.0
+    memory_bytes: int = 4 << 30
+    file_bytes: int = 64 << 20
+    lifetime_cpu_s: int = 3600
+    start_s: float = 60.0
+
+
+DEFAULT_LIMITS = Limits()
+
+
+class RemoteError(Exception):
+    """What went wrong inside a host: kind is syntax | load | call | missing | died | timeout | protocol."""
+
+    def __init__(self, kind: str, type_name: str, message: str, line: int | None = None, col: int | None = None):
+        super().__init__(f"{type_name}: {message}")
+        self.kind, self.type_name, self.message, self.line, self.col = kind, type_name, message, line, col
+
+
+class Host:
+    """One confined process holding one package's reference module."""
+
+    def __init__(self, limits: Limits = DEFAULT_LIMITS, *, audit_hook: bool = True):
+        """audit_hook=False exists for tests that prove the kernel-level confinement alone."""
+        self.limits = limits
+        self.tmp = tempfile.mkdtemp(prefix=f"scellis-sandbox-{os.getpid()}-")
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": self.tmp, "TMPDIR": self.tmp,
+               "LANG": "C.UTF-8", "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1",
+               "MKL_NUM_THREADS": "1", "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1"}
+        cfg = {"tmp": self.tmp, "limits": asdict(limits), "audit_hook": audit_hook}
+        self.proc = subprocess.Popen([sys.executable, "-s", "-B", "-c", _BOOT, _HOST_SCRIPT, json.dumps(cfg)],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=self.tmp, env=env,
+                                     close_fds=True, start_new_session=True)
+        self.reader = FrameReader(self.proc.stdout.fileno(), limits.memory_bytes)
+        self.lock = threading.Lock()
+        self.functions: list[str] | None = None
+        self.enforced: list[str] = []
+        self.pid = self.proc.pid
+        self._ready = False
+
+    def _wait_ready(self) -> None:
+        if self._ready:
+            return
+        try:
+            msg, _ = self.reader.read(time.monotonic() + self.limits.start_s)
+        except TimeoutError:
+            self.kill()
+            raise RemoteError("died", "Timeout", f"the reference process did not start within "
+                                                 f"{self.limits.start_s:g} s") from None
+        except (EOFError, ValueError, OSError) as e:
+            self.kill()
+            raise RemoteError("died", "StartError", f"the reference process failed to start ({e})") from None
+        self.enforced = list(msg.get("enforced", []))
+        self._ready = True
+
+    @property
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def _exchange(self, frame: bytes, timeout: float):
+        self._wait_ready()
+        try:
+            self.proc.stdin.write(frame)
+            self.proc.stdin.flush()
+            return self.reader.read(time.monotonic() + timeout)
+        except TimeoutError:
+            self.kill()
+            raise RemoteError("timeout", "Timeout", f"did not finish within {timeout:g} s; the reference "
+                                                    f"process was stopped") from None
+        except (EOFError, BrokenPipeError, OSError):
+            self.proc.wait()
+            raise RemoteError("died", "Died", self._death()) from None
+        except ValueError as e:  # a malformed frame: the host is not speaking the protocol
+            self.kill()
+            raise RemoteError("protocol", "ProtocolError", f"the reference process sent a malformed "
+                                                           f"reply ({e}) and was stopped") from None
+
+    def _death(self) -> str:
+        rc = self.proc.returncode
+        if rc == -signal.SIGXCPU or rc == -signal.SIGKILL:
+            return (f"was stopped: it used more than its CPU time ({self.limits.cpu_s} s per call); "
+                    f"the reference process was ended")
+        if rc is not None and rc < 0:
+            return f"the reference process died from signal {signal.Signals(-rc).name}"
+        return f"the reference process exited (status {rc})"
+
+    def load(self, source: str, file: str) -> list[str]:
+        with self.lock:
+            msg, _ = self._exchange(encode_frame({"op": "load", "source": source, "file": file}),
+                                    self.limits.wall_s)
+        if not msg.get("ok"):
+            raise RemoteError(str(msg.get("kind", "load")), str(msg.get("type", "Error")),
+                              str(msg.get("message", "")), _int(msg.get("line")), _int(msg.get("col")))
+        self.functions = [str(f) for f in msg.get("functions", [])]
+        return self.functions
+
+    def call(self, fn: str, *args, **kwargs):
+        frame = encode_frame({"op": "call", "fn": fn}, {"args": list(args), "kwargs": kwargs})
+        with self.lock:
+            msg, value = self._exchange(frame, self.limits.wall_s)
+        if not msg.get("ok"):
+            raise RemoteError(str(msg.get("kind", "call")), str(msg.get("type", "Error")),
+                              str(msg.get("message", "")), _int(msg.get("line")), _int(msg.get("col")))
+        return value
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+
+    def close(self) -> None:
+        try:
+            if self.proc.poll() is None and self._ready:
+                self.proc.stdin.write(encode_frame({"op": "exit"}))
+                self.proc.stdin.flush()
+                self.proc.wait(timeout=2)
+        except Exception:
+            pass
+        self.kill()
+        for f in (self.proc.stdin, self.proc.stdout):
+            try:
+                f.close()
+            except Exception:
+                pass
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+def _int(v):
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+def sweep_stale() -> None:
+    """Remove temporary folders of hosts whose engine process is gone (a SIGKILLed device
+    worker takes its hosts with it, but cannot remove their folders)."""
+    import glob
+    for d in glob.glob(os.path.join(tempfile.gettempdir(), "scellis-sandbox-*-*")):
+        pid = os.path.basename(d).split("-")[2]
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            shutil.rmtree(d, ignore_errors=True)
+        except PermissionError:
+            pass
+
+
+def _close_all(lock: threading.Lock, hosts: OrderedDict, spare: list) -> None:
+    """Close every host of a pool. Takes the pool's containers, not the pool, so that the
+    pool's finalizer does not keep the pool alive."""
+    with lock:
+        held = list(hosts.values()) + spare
+        hosts.clear()
+        spare.clear()
+    for h in held:
+        h.close()
+
+
+class HostPool:
+    """The reference hosts one owner keeps: up to max_hosts loaded ones, reused by content key
+    (least recently used closed first), and one spare, pre-started host with the default limits
+    (a host takes ~0.2 s to start). Stale folders of hosts whose engine died are swept when the
+    pool starts its first host. Thread-safe."""
+
+    def __init__(self, max_hosts: int = MAX_HOSTS):
+        self.max_hosts = max_hosts
+        self._lock = threading.Lock()
+        self._hosts: OrderedDict[tuple, Host] = OrderedDict()
+        self._spare: list[Host] = []          # the spare host, if any (a list: shared with the finalizer)
+        self._swept = False
+        # closes the hosts at interpreter exit (an atexit hook), or when the pool is garbage collected
+        self._finalizer = weakref.finalize(self, _close_all, self._lock, self._hosts, self._spare)
+
+    # ------------------------------------------------------------------ what it holds
+    @property
+    def hosts(self) -> tuple[Host, ...]:
+        """The loaded hosts (not the spare), least recently used first."""
+        with self._lock:
+            return tuple(self._hosts.values())
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._hosts)
+
+    def __contains__(self, key: object) -> bool:
+        """Whether a host holding the source with this content key is loaded."""
+        with self._lock:
+            return any(k[0] == key for k in self._hosts)
+
+    # ------------------------------------------------------------------ starting and reusing hosts
+    def _start(self, limits: Limits) -> Host:
+        if not self._swept:
+            self._swept = True
+            sweep_stale()
+        return Host(limits)
+
+    def _new_host(self, limits: Limits) -> Host:
+        """A started host; the spare one is used when the limits are the default, and another
+        spare is started for next time."""
+        if limits == DEFAULT_LIMITS:
+            fresh = self._start(DEFAULT_LIMITS)
+            host = self._spare.pop() if self._spare else None
+            self._spare.append(fresh)
+            if host is not None and host.alive:
+                return host
+            if host is not None:
+                host.close()
+        return self._start(limits)
+
+    def prestart(self) -> None:
+        """Start a spare host now (it boots in ~0.2 s, in parallel with whatever comes next), so
+        that the first reference call does not wait for it."""
+        with self._lock:
+            if not self._spare or not self._spare[0].alive:
+                old = self._spare[:]
+                self._spare[:] = [self._start(DEFAULT_LIMITS)]
+                for h in old:
+                    h.close()
+
+    def host_for(self, key: str, source: str, file: str, limits: Limits | None = None) -> Host:
+        """The host holding this source (by content key), loading it on first use. Raises
+        RemoteError when the source does not load."""
+        limits = limits or DEFAULT_LIMITS
+        k = (key, file, limits)
+        with self._lock:
+            host = self._hosts.get(k)
+            if host is not None and host.alive:
+                self._hosts.move_to_end(k)
+                return host
+            if host is not None:
+                self._hosts.pop(k).close()
+            host = self._new_host(limits)
+            try:
+                host.load(source, file)
+            except RemoteError:
+                host.close()
+                raise
+            self._hosts[k] = host
+            while len(self._hosts) > self.max_hosts:
+                self._hosts.popitem(last=False)[1].close()
+            return host
+
+    def discard(self, host: Host) -> None:
+        """Forget a host (it died, or misbehaved) and close it."""
+        with self._lock:
+            for k, h in list(self._hosts.items()):
+                if h is host:
+                    del self._hosts[k]
+        host.close()
+
+    def shutdown(self) -> None:
+        """Close every host, the spare too. The pool stays usable: it starts new hosts on demand."""
+        _close_all(self._lock, self._hosts, self._spare)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.shutdown()
