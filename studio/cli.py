@@ -53,9 +53,9 @@ def _param(text: str) -> tuple[str, int | float]:
 
 def cmd_ops_list(args) -> int:
     from rich.markup import escape
+    from rich.table import Table
 
     from .engine.contract.catalog import origin
-    from rich.table import Table
     cat = _catalog(args)
     ops = cat.list()
     if args.json:
@@ -351,6 +351,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.allow_opengl:   # the worker process inherits it
         import os
+
         from .engine.device.device import ALLOW_OPENGL_ENV
         os.environ[ALLOW_OPENGL_ENV] = "1"
     try:

@@ -13,7 +13,12 @@ from studio.app.cells.bindings import BindingsCell
 from studio.app.cells.code import KernelCell, ManifestCell
 from studio.app.cells.signature import SignatureCell, compose, decompose
 from studio.app.cells.tolerance import ToleranceCell
-from studio.app.documents import create_from_template, open_package, read_folder, save_document
+from studio.app.documents import (
+    create_from_template,
+    open_package,
+    read_folder,
+    save_document,
+)
 from studio.app.model import DEFAULT_KERNEL_FILE, DEFAULT_REFERENCE_FILE
 from studio.engine.context import Context
 from studio.engine.contract.contract import build_contract

@@ -12,10 +12,10 @@ import os
 import sys
 import time
 
+from conftest import copy_package
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QTextCursor
 
-from conftest import copy_package
 from studio.app.window import MainWindow
 from studio.app.worker_bridge import DeviceWorkers
 from studio.engine.resources import EXAMPLES

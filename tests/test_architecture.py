@@ -52,3 +52,127 @@ def test_import_linter_contract():
     lint = Path(sys.executable).with_name("lint-imports")
     res = subprocess.run([str(lint)], capture_output=True, text=True, cwd=ENGINE.parents[1])
     assert res.returncode == 0, res.stdout + res.stderr
+
+
+# ------------------------------------------------------------------ layers, cycles, private names (issue 10)
+def import_cycles(package: str) -> list[list[str]]:
+    """Every import cycle between modules of ``package`` (function-level imports included):
+    the strongly connected components of the module graph with more than one module, or a module
+    importing itself."""
+    import grimp
+    graph = grimp.build_graph(package, include_external_packages=False)
+    mods = sorted(graph.modules)
+    edges = {m: sorted(graph.find_modules_directly_imported_by(m)) for m in mods}
+    index, low, stack, on, out, counter = {}, {}, [], set(), [], [0]
+
+    def strong(v):                          # Tarjan's algorithm, iterative enough for ~100 modules
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in edges[v]:
+            if w not in index:
+                strong(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1 or v in edges[v]:
+                out.append(sorted(comp))
+    for m in mods:
+        if m not in index:
+            strong(m)
+    return out
+
+
+def test_no_import_cycle_anywhere_in_studio():
+    assert import_cycles("studio") == []
+
+
+def _fake_package(tmp_path: Path, files: dict[str, str]) -> Path:
+    for rel, text in files.items():
+        p = tmp_path / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text)
+    return tmp_path
+
+
+def test_the_cycle_check_can_fail(tmp_path, monkeypatch):
+    _fake_package(tmp_path, {"cyc/__init__.py": "", "cyc/a.py": "from . import b\n",
+                             "cyc/b.py": "def f():\n    from . import a\n"})
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert import_cycles("cyc") == [["cyc.a", "cyc.b"]]
+
+
+def private_imports(root: Path, package: str) -> list[str]:
+    """`from X import _name` where X is a module of another package than the importer's."""
+    bad = []
+    for py in sorted(root.rglob("*.py")):
+        here = ".".join([package, *py.relative_to(root).parent.parts])
+        for node in ast.walk(ast.parse(py.read_text(), str(py))):
+            if not isinstance(node, ast.ImportFrom):
+                continue
+            mod = importlib.util.resolve_name("." * node.level + (node.module or ""), here) if node.level else node.module
+            if not (mod or "").startswith(package):
+                continue
+            owner = mod.rsplit(".", 1)[0] if (root.parent / (mod.replace(".", "/") + ".py")).exists() else mod
+            for a in node.names:
+                if a.name.startswith("_") and not a.name.startswith("__") and owner != here:
+                    bad.append(f"{py.relative_to(root)}: {mod}.{a.name}")
+    return bad
+
+
+def test_nothing_imports_a_private_name_across_packages():
+    root = ENGINE.parent
+    assert private_imports(root, "studio") == []
+
+
+def test_the_private_name_check_can_fail(tmp_path):
+    pkg = _fake_package(tmp_path, {"studio/__init__.py": "", "studio/a/__init__.py": "", "studio/a/m.py": "_x = 1\n",
+                                   "studio/a/n.py": "from .m import _x\n",
+                                   "studio/b/__init__.py": "", "studio/b/k.py": "from ..a.m import _x\n"})
+    assert private_imports(pkg / "studio", "studio") == ["b/k.py: studio.a.m._x"]
+
+
+def test_the_layers_contract_can_fail(tmp_path):
+    """The same kind of contract as pyproject.toml's, on a package whose lower layer imports an upper one."""
+    _fake_package(tmp_path, {"lay/__init__.py": "", "lay/low.py": "from . import high\n", "lay/high.py": "",
+                             "cfg.toml": '[tool.importlinter]\nroot_package = "lay"\n'
+                                         '[[tool.importlinter.contracts]]\nname = "layers"\ntype = "layers"\n'
+                                         'layers = ["lay.high", "lay.low"]\n'})
+    lint = Path(sys.executable).with_name("lint-imports")
+    res = subprocess.run([str(lint), "--config", str(tmp_path / "cfg.toml"), "--no-cache"], capture_output=True,
+                         text=True, cwd=tmp_path, env={**__import__("os").environ, "PYTHONPATH": str(tmp_path)})
+    assert res.returncode != 0 and "lay.low is not allowed to import lay.high" in res.stdout, res.stdout + res.stderr
+
+
+def test_the_worker_parent_side_loads_no_device_code():
+    """The CLI and the Studio talk to the worker through its client; the device, wgpu and the use
+    cases load only in the child."""
+    code = ("import sys, studio.engine.worker.client;"
+            "print(sorted(m for m in sys.modules if m == 'wgpu' or m.startswith(('wgpu.', 'studio.engine.device',"
+            " 'studio.engine.services', 'studio.engine.proof'))))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+def test_the_reference_host_program_loads_no_numpy_or_studio_at_its_top_level(tmp_path):
+    code = ("import runpy, sys; from pathlib import Path; import studio.engine.trust as t;"
+            "path = str(Path(t.__file__).with_name('host.py'));"
+            "before = set(sys.modules); runpy.run_path(path, run_name='not_the_host');"
+            "print(sorted(m for m in set(sys.modules) - before if m.startswith(('numpy', 'studio'))))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=tmp_path).stdout
+    assert out.strip() == "[]"
+
+
+def test_modules_stay_small():
+    big = {str(p.relative_to(ENGINE.parent)): n for p in sorted(ENGINE.parent.rglob("*.py"))
+           if (n := len(p.read_text().splitlines())) > 420 and "resources" not in p.parts}
+    assert big == {}

@@ -2,17 +2,17 @@
 backward, declared VJPs must have passed gradcheck, nondifferentiable ops are refused by name."""
 import numpy as np
 import pytest
-
 from conftest import BUILTINS, EXAMPLES, MEDIAN, _authored, copy_package
-from studio.engine.train.autodiff import Tape
+
 from studio.engine.contract.catalog import Catalog
-from studio.engine.grad.composite import memory_plan
+from studio.engine.contract.package import load_package
 from studio.engine.errors import StudioError
+from studio.engine.grad.composite import memory_plan
 from studio.engine.grad.run import run_op
+from studio.engine.grad.vjp import forward64, reference_vjp
 from studio.engine.proof.gradcheck import gradcheck
 from studio.engine.proof.receipts import write_gradcheck_receipt as write_receipt
-from studio.engine.contract.package import load_package
-from studio.engine.grad.vjp import forward64, reference_vjp
+from studio.engine.train.autodiff import Tape
 
 COMPOSITE = EXAMPLES / "windowed_median_composite"
 

@@ -1,11 +1,18 @@
 """The backward notation: the three kinds, VJP rule forms, composite steps, positions, signature checks."""
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from studio.engine.contract.backward import Composition, Step, VjpRule, check_against_signature, parse_backward
-from studio.engine.errors import StudioError
+from studio.engine.contract.backward import (
+    Composition,
+    Step,
+    VjpRule,
+    check_against_signature,
+    parse_backward,
+)
 from studio.engine.contract.expr import BinOp, Num, Sym
 from studio.engine.contract.signature import parse_signature
+from studio.engine.errors import StudioError
 
 FIR = parse_signature("fir(x: f32[n], taps: f32[k]; k <= n) -> y: f32[n - k + 1]")
 TEXT = """\

@@ -2,11 +2,12 @@
 import struct
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from studio.engine.contract.bindings import check_against_signature, parse_bindings
-from studio.engine.errors import StudioError
 from studio.engine.contract.signature import parse_signature
+from studio.engine.errors import StudioError
 
 WM = parse_signature("windowed_median(x: f32[n] finite; w: u32 odd in [1, 31], w <= n) -> y: f32[n - w + 1]")
 TEXT = """\

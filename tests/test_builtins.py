@@ -1,12 +1,12 @@
 """Every builtin kernel against its reference on random inputs, through real wgpu."""
 import numpy as np
 import pytest
-
 from conftest import BUILTINS
-from studio.engine.proof.conformance import conform
-from studio.engine.grad.run import run_op
+
 from studio.engine.contract.package import load_package
 from studio.engine.contract.tolerance import compare
+from studio.engine.grad.run import run_op
+from studio.engine.proof.conformance import conform
 
 NAMES = sorted(p.name for p in BUILTINS.iterdir() if (p / "op.toml").is_file())
 

@@ -2,12 +2,12 @@ import re
 
 import numpy as np
 import pytest
-
 from conftest import BUILTINS, REPO, copy_package
+
 from studio.engine.contract.catalog import Catalog
+from studio.engine.contract.package import load_package
 from studio.engine.errors import StudioError
 from studio.engine.grad.run import run_op
-from studio.engine.contract.package import load_package
 
 REQUIRED = {"affine", "add", "multiply", "clip", "fir", "diff", "sum", "mean", "mse", "spiky_signal"}
 

@@ -4,10 +4,10 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import MEDIAN
-from studio.engine.proof.checker import check_package
+
 from studio.engine.contract.package import load_package
+from studio.engine.proof.checker import check_package
 
 KERNEL = "forward.wgsl"
 

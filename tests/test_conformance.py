@@ -6,12 +6,17 @@ import sys
 
 import numpy as np
 import pytest
-
 from conftest import EXAMPLES, MEDIAN, copy_package
+
+from studio.engine.contract.package import load_package
 from studio.engine.proof.conformance import conform, report_lines
 from studio.engine.proof.corpus import generate
-from studio.engine.contract.package import load_package
-from studio.engine.proof.receipts import local_status, make_receipt, verify_receipt, write_receipt
+from studio.engine.proof.receipts import (
+    local_status,
+    make_receipt,
+    verify_receipt,
+    write_receipt,
+)
 
 BROKEN = ["wrong_middle", "shifted_read", "write_past_end", "tie_mishandled", "no_guard"]
 

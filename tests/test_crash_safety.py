@@ -21,11 +21,11 @@ from pathlib import Path
 
 import pytest
 
-from studio.engine.proof.conformance import conform
 from studio.engine.context import Context
 from studio.engine.contract.package import load_package
-from studio.engine.services.actions import save_package
+from studio.engine.proof.conformance import conform
 from studio.engine.proof.receipts import make_receipt, write_receipt
+from studio.engine.services.actions import save_package
 
 REPO = Path(__file__).resolve().parents[1]
 MEDIAN = REPO / "examples" / "windowed_median"

@@ -2,13 +2,13 @@
 layout checker, run by the same executor, each against its reference VJP through real wgpu."""
 import numpy as np
 import pytest
-
 from conftest import BUILTINS, MEDIAN
-from studio.engine.proof.checker import check_package
-from studio.engine.errors import StudioError
-from studio.engine.device.execution import Case, run_cases
+
 from studio.engine.contract.package import load_package
+from studio.engine.device.execution import Case, run_cases
+from studio.engine.errors import StudioError
 from studio.engine.grad.vjp import backward_program, device_vjp, reference_vjp
+from studio.engine.proof.checker import check_package
 
 R = np.random.default_rng
 CASES = {   # (inputs, params, exact): exact = bit for bit equal to the reference VJP run in f32

@@ -11,7 +11,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from conftest import EXAMPLES, MEDIAN, REPO
 
 BROKEN = EXAMPLES / "broken_medians" / "wrong_middle"

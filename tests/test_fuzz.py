@@ -21,14 +21,15 @@ from pathlib import Path
 
 import pytest
 import tomli_w
-from hypothesis import HealthCheck, Phase, given, note, settings, strategies as st
+from hypothesis import HealthCheck, Phase, given, note, settings
+from hypothesis import strategies as st
 
 from studio.engine.contract.backward import parse_backward
 from studio.engine.contract.bindings import parse_bindings
-from studio.engine.errors import StudioError
 from studio.engine.contract.expr import parse_expr
 from studio.engine.contract.package import load_package
 from studio.engine.contract.signature import parse_signature
+from studio.engine.errors import StudioError
 
 pytestmark = pytest.mark.slow
 

@@ -8,12 +8,17 @@ import sys
 
 import numpy as np
 import pytest
-
 from conftest import BUILTINS, EXAMPLES, MEDIAN, _authored
-from studio.engine.errors import StudioError
-from studio.engine.proof.gradcheck import MIN_COUNTED, MUTANTS, gradcheck
-from studio.engine.proof.receipts import gradcheck_receipt_path, gradcheck_status, write_gradcheck_receipt
+
 from studio.engine.contract.package import load_package
+from studio.engine.errors import StudioError
+from studio.engine.proof.gradcheck import gradcheck
+from studio.engine.proof.gradreport import MIN_COUNTED, MUTANTS
+from studio.engine.proof.receipts import (
+    gradcheck_receipt_path,
+    gradcheck_status,
+    write_gradcheck_receipt,
+)
 
 ELEMENTWISE_WGSL = """struct Params {
     n: u32,

@@ -15,8 +15,8 @@ import pytest
 import tomli_w
 
 from studio.cli import main as cli
-from studio.engine.errors import StudioError
 from studio.engine.contract.package import MAX_FILE_BYTES, MAX_FILES, load_package
+from studio.engine.errors import StudioError
 
 BASE = Path(__file__).resolve().parent / "data" / "reliability" / "fill"
 

@@ -2,10 +2,10 @@ import os
 import shutil
 
 import pytest
-
 from conftest import MEDIAN, copy_package
-from studio.engine.errors import StudioError
+
 from studio.engine.contract.package import content_hash, load_package
+from studio.engine.errors import StudioError
 
 
 def test_loads_the_story_op():

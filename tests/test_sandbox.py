@@ -16,11 +16,11 @@ import numpy as np
 import pytest
 
 from studio.cli import main as cli
-from studio.engine.trust.pool import Host, HostPool, Limits, RemoteError
-from studio.engine.proof.conformance import conform
-from studio.engine.errors import StudioError
 from studio.engine.contract.package import folder_hash, load_package
+from studio.engine.errors import StudioError
+from studio.engine.proof.conformance import conform
 from studio.engine.services.actions import save_package
+from studio.engine.trust.pool import Host, HostPool, Limits, RemoteError
 
 REPO = Path(__file__).resolve().parents[1]
 MEDIAN = REPO / "examples" / "windowed_median"

@@ -1,10 +1,11 @@
 """The shape-signature language and the shared expressions: parsing, positions, resolve, budgets."""
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from studio.engine.errors import StudioError
 from studio.engine.contract.expr import BinOp, Num, Sym, parse_expr
 from studio.engine.contract.signature import DataDim, Domain, parse_signature
+from studio.engine.errors import StudioError
 
 WM = "windowed_median(x: f32[n] finite; w: u32 odd in [1, 31], w <= n) -> y: f32[n - w + 1]"
 

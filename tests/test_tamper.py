@@ -10,11 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from studio.engine.proof.conformance import conform
-from studio.engine.errors import StudioError
 from studio.engine.contract.package import content_hash, load_package
+from studio.engine.errors import StudioError
+from studio.engine.proof.conformance import conform
+from studio.engine.proof.receipts import (
+    make_receipt,
+    read_receipt,
+    verify_receipt,
+    write_receipt,
+)
 from studio.engine.services.actions import save_package
-from studio.engine.proof.receipts import make_receipt, read_receipt, verify_receipt, write_receipt
 
 FILL = Path(__file__).resolve().parent / "data" / "reliability" / "fill"
 

@@ -1,8 +1,12 @@
 import numpy as np
 import pytest
 
+from studio.engine.contract.tolerance import (
+    check_class_fits_category,
+    compare,
+    parse_tolerance,
+)
 from studio.engine.errors import StudioError
-from studio.engine.contract.tolerance import check_class_fits_category, compare, parse_tolerance
 
 JUST = "each output is one of the inputs, bit for bit"
 

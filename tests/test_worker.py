@@ -13,10 +13,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from studio.engine.worker import transport
+from studio.engine.contract.package import load_package
 from studio.engine.errors import StudioError
 from studio.engine.grad.run import run_op
-from studio.engine.contract.package import load_package
+from studio.engine.worker import transport
 from studio.engine.worker.client import WorkerCancelled, WorkerClient, WorkerTimeout
 from studio.engine.worker.transport import SHM_MIN_BYTES
 

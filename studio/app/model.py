@@ -19,15 +19,12 @@ from pathlib import Path
 
 from PySide6.QtCore import QObject, Signal
 
-from ..engine.errors import StudioError
+from ..engine.contract.contract import DEFAULT_KERNEL_FILE, DEFAULT_REFERENCE_FILE
 from ..engine.contract.package import MANIFEST, content_hash
+from ..engine.errors import StudioError
 from . import toml_edit
 
 FIELD, FILE = "field:", "file:"
-# The engine's defaults of kernel.file and reference.file (studio/engine/contract/contract.py,
-# build_contract). The engine has no public constant for them yet; until it has, these must match it.
-DEFAULT_KERNEL_FILE = "forward.wgsl"
-DEFAULT_REFERENCE_FILE = "reference.py"
 
 
 def _leaves(data: dict, prefix: str = "") -> dict[str, object]:

@@ -8,8 +8,8 @@ import numpy as np
 from PySide6.QtCore import QObject, Signal
 from PySide6.QtWidgets import QFileDialog
 
-from ..engine.errors import StudioError
 from ..engine.contract.signature import parse_signature
+from ..engine.errors import StudioError
 from .panels.run import SPIKY
 
 

@@ -17,12 +17,11 @@ from .documents import save_document
 from .model import OpDocument
 
 AUTOSAVE_MS = 800
-UNSAVED = Path("/nonexistent")      # the folder an untitled document is judged at: no product folder, never written
 
 
 def trust_status(doc: OpDocument, store: TrustStore) -> TrustStatus:
     """The engine's trust judgement of the document's *current* content at its folder."""
-    return store.status_of(doc.path or UNSAVED, doc.content_hash())
+    return store.status_of(doc.path, doc.content_hash())
 
 
 class DocumentSession(QObject):
@@ -52,12 +51,13 @@ class DocumentSession(QObject):
         return self.authored_base or trust_status(self.doc, self.ctx.trust).ok
 
     def trust_now(self) -> None:
-        """The user read the code and trusts this exact content. The trust store records it when the
-        content loads as a package; a draft that does not load yet is trusted for this session, and
-        each job on it records its content as authored (``target``)."""
+        """The user read the code and trusts this exact content; the trust store records its hash
+        (a draft that does not load yet too)."""
         pkg = self._current_package()
         if pkg is not None:
             self.ctx.trust.trust(pkg)
+        else:
+            self.ctx.trust.trust_content(self.doc.path, self.doc.content_hash(), op=str(self.doc.field("id") or ""))
         self.authored_base = True
         self.trustChanged.emit(True)
 

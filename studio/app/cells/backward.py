@@ -5,8 +5,8 @@ from __future__ import annotations
 from PySide6.QtWidgets import QComboBox, QFormLayout, QGroupBox, QLabel, QLineEdit
 
 from ...engine.contract.backward import check_against_signature, parse_backward
-from ...engine.errors import StudioError
 from ...engine.contract.signature import parse_signature
+from ...engine.errors import StudioError
 from ..editors import CodeEditor, Marker
 from ..model import FIELD
 from .base import Cell, InlineMessage

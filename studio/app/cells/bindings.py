@@ -5,8 +5,8 @@ from __future__ import annotations
 from PySide6.QtWidgets import QLabel
 
 from ...engine.contract.bindings import check_against_signature, parse_bindings
-from ...engine.errors import StudioError
 from ...engine.contract.signature import parse_signature
+from ...engine.errors import StudioError
 from ..editors import CodeEditor, Marker
 from ..model import FIELD
 from .base import Cell, InlineMessage

@@ -2,10 +2,17 @@
 Each is an editor on one package file of the model, with problems marked at line:col."""
 from __future__ import annotations
 
-from PySide6.QtWidgets import QComboBox, QFormLayout, QHBoxLayout, QLabel, QLineEdit, QSpinBox
+from PySide6.QtWidgets import (
+    QComboBox,
+    QFormLayout,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QSpinBox,
+)
 
-from ...engine.errors import StudioError
 from ...engine.contract.package import MANIFEST
+from ...engine.errors import StudioError
 from ..editors import CodeEditor, Marker
 from ..model import FIELD, FILE
 from .base import Cell, InlineMessage

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from PySide6.QtWidgets import QFormLayout, QLabel, QLineEdit
 
+from ...engine.contract.signature import parse_signature
 from ...engine.errors import StudioError
-from ...engine.contract.signature import DTYPE_BYTES, parse_signature
+from ...engine.precision import DTYPE_BYTES
 from ..editors import mono_font
 from ..model import FIELD
 from .base import Cell, InlineMessage

@@ -2,11 +2,25 @@
 checker's rule between them, applied as you choose."""
 from __future__ import annotations
 
-from PySide6.QtWidgets import QComboBox, QDoubleSpinBox, QFormLayout, QHBoxLayout, QLabel, QPlainTextEdit, QSpinBox
+from PySide6.QtWidgets import (
+    QComboBox,
+    QDoubleSpinBox,
+    QFormLayout,
+    QHBoxLayout,
+    QLabel,
+    QPlainTextEdit,
+    QSpinBox,
+)
 
+from ...engine.contract.tolerance import (
+    BOUND_CATEGORIES,
+    CATEGORIES,
+    NON_ARITHMETIC,
+    STANDARD_ULP,
+    check_class_fits_category,
+    parse_tolerance,
+)
 from ...engine.errors import StudioError
-from ...engine.contract.tolerance import (BOUND_CATEGORIES, CATEGORIES, NON_ARITHMETIC, STANDARD_ULP,
-                                 check_class_fits_category, parse_tolerance)
 from ..model import FIELD
 from .base import Cell, InlineMessage
 from .binding import Binder

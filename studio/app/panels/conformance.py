@@ -5,15 +5,28 @@ from __future__ import annotations
 import json
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import (QAbstractItemView, QCheckBox, QGridLayout, QGroupBox, QHBoxLayout, QHeaderView,
-                               QLabel, QProgressBar, QPushButton, QSpinBox, QTableWidget, QTableWidgetItem)
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QCheckBox,
+    QGridLayout,
+    QGroupBox,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QProgressBar,
+    QPushButton,
+    QSpinBox,
+    QTableWidget,
+    QTableWidgetItem,
+)
 
+from ...engine.precision import POISON_WORD
 from ..cells.base import Chip
-from .job import JobPanel, error_html
 from ..editors import mono_font
+from .job import JobPanel, error_html
 
 COLUMNS = ["case", "class", "values", "shape", "params", "output", "kind", "detail"]
-POISON = "0x7fbadbad"
+POISON = f"{POISON_WORD:#010x}"
 
 
 def describe_case(f: dict) -> str:

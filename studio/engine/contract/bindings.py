@@ -11,9 +11,10 @@ from typing import Iterator
 from lark import Tree
 
 from ..errors import StudioError
+from ..precision import DTYPE_BYTES, INT_RANGE
 from .expr import Expr, Number, Sym, build, size
 from .grammar import Source, parse
-from .signature import DTYPE_BYTES, INT_RANGE, DataDim, Signature
+from .signature import DataDim, Signature
 
 EXAMPLE = "@group(0) @binding(0) x : storage read f32[n]"
 ACCESS = ("read", "read_write")

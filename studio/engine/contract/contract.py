@@ -2,19 +2,22 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
+from ..errors import StudioError
+from ..precision import PRECISIONS
 from .backward import Backward, Composition, parse_backward
 from .bindings import BindingDescriptor, parse_bindings
-from ..errors import StudioError
 from .expr import Expr
 from .manifest import Manifest
 from .signature import Signature, parse_signature
 from .tolerance import Tolerance, parse_tolerance
 
+DEFAULT_KERNEL_FILE = "forward.wgsl"      # [kernel] file when the manifest names none
+DEFAULT_REFERENCE_FILE = "reference.py"   # [reference] file when the manifest names none
+
 ID_RE = re.compile(r"^(?P<ns>[a-z][a-z0-9_-]*)/(?P<author>[a-z0-9][a-z0-9_.-]*)/(?P<name>[a-z][a-z0-9_]*)@(?P<version>[1-9][0-9]*)$")
 VISIBILITIES = ("private", "workspace", "public")
-PRECISIONS = ("f64", "f32")
 MAX_AUTHORS = 64
 
 
@@ -77,7 +80,6 @@ class Contract:
     backward: Backward
     subgradient: str | None
     kinks: str | None = None
-    extra: dict = field(default_factory=dict)
     gradient_tolerance: float | None = None        # [backward] gradient_tolerance (docs/gradients.md)
     backward_kernel: BackwardKernelSpec | None = None
     composite: Composition | None = None           # the steps after `composite` in [backward] text
@@ -122,11 +124,11 @@ def build_contract(m: Manifest) -> Contract:
         signature=_embedded(m, "signature", parse_signature),
         tolerance=parse_tolerance(m.get("tolerance.class", str), m.get("tolerance.category", str),
                                   m.get("tolerance.justification", str, required=False, default=""), file=m.file),
-        reference_file=m.get("reference.file", str, required=False, default="reference.py"),
+        reference_file=m.get("reference.file", str, required=False, default=DEFAULT_REFERENCE_FILE),
         reference_forward=m.get("reference.forward", str, required=False, default="forward"),
         precision=precision,
         kernel=None if composite else KernelSpec(
-            file=m.get("kernel.file", str, required=False, default="forward.wgsl"),
+            file=m.get("kernel.file", str, required=False, default=DEFAULT_KERNEL_FILE),
             entry=m.get("kernel.entry", str, required=False, default="main"),
             workgroup_size=wg,
             invocations=_embedded(m, "kernel.invocations", parse_expr),

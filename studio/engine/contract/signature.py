@@ -10,12 +10,10 @@ from dataclasses import dataclass
 from lark import Token, Tree
 
 from ..errors import StudioError
+from ..precision import DTYPE_BYTES, INT_RANGE
 from .expr import Expr, Number, Sym, build, size
 from .grammar import Source, parse
 
-DTYPE_BYTES = {"f32": 4, "i32": 4, "u32": 4, "bf16": 2}
-NUMPY_DTYPE = {"f32": "float32", "i32": "int32", "u32": "uint32", "bf16": "bfloat16"}
-INT_RANGE = {"u32": (0, 2**32 - 1), "i32": (-2**31, 2**31 - 1)}
 COMPARE = {"<=": operator.le, "<": operator.lt, ">=": operator.ge, ">": operator.gt,
            "==": operator.eq, "!=": operator.ne}
 EXAMPLE = "windowed_median(x: f32[n] finite; w: u32 odd in [1, 31], w <= n) -> y: f32[n - w + 1]"

@@ -7,15 +7,18 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..contract.package import OpPackage
 from ..errors import StudioError
+from ..precision import (
+    CANARY_WORD,
+    CANARY_WORDS,
+    DTYPES,
+    WORD_BYTES,
+    numpy_dtype,
+    poison,
+)
 from .device import Device
 from .layout import layout_groups
-from ..contract.package import OpPackage
-from ..contract.signature import NUMPY_DTYPE
-
-POISON = {"f32": 0x7FBADBAD, "i32": 0x7FBADBAD, "u32": 0x7FBADBAD}   # a quiet NaN with a payload
-CANARY = 0xCA4A21E5
-CANARY_WORDS = 16
 
 
 @dataclass
@@ -57,9 +60,9 @@ class Result:
 
 def _as_dtype(arr, dtype: str, name: str) -> np.ndarray:
     a = np.asarray(arr)
-    want = np.dtype(NUMPY_DTYPE[dtype]) if dtype != "bf16" else None
-    if want is None:
-        raise StudioError(f"input '{name}': bf16 tensors are not supported by the device layer", field=name)
+    if not DTYPES[dtype].device:
+        raise StudioError(f"input '{name}': {dtype} tensors are not supported by the device layer", field=name)
+    want = numpy_dtype(dtype)
     if a.dtype != want:
         if a.dtype.kind == "f" and want.kind in "iu":
             raise StudioError(f"input '{name}' is {a.dtype}, the signature says {dtype}", field=name,
@@ -81,7 +84,7 @@ def prepare(pkg: OpPackage, case: Case, *, budget_bytes: int | None = None, devi
         limits.append((device.profile.limits.get("max-buffer-size", 1 << 62), "the device's max buffer size"))
         biggest = max([int(np.prod(s)) * 4 for s in shapes.values()] + [np.asarray(v).nbytes for v in case.inputs.values()] + [0])
         cap = device.profile.limits.get("max-storage-buffer-binding-size", 1 << 62)
-        if biggest + CANARY_WORDS * 4 > cap:
+        if biggest + CANARY_WORDS * WORD_BYTES > cap:
             raise StudioError(f"{pkg.id}: one buffer needs {biggest} bytes; the device binds at most {cap}",
                               hint="run on smaller inputs or a device with larger limits")
     for limit, what in limits:
@@ -135,9 +138,9 @@ def dispatch(program: KernelProgram, prepared: list[tuple[dict, dict, dict]], *,
             else:
                 count = b.element_count(env)
                 extra = CANARY_WORDS if guard else 0
-                words = np.full(max(count, 1) + extra, POISON[b.dtype] if guard else 0, dtype=np.uint32)
+                words = np.full(max(count, 1) + extra, poison(b.dtype) if guard else 0, dtype=np.uint32)
                 if guard:
-                    words[count:] = CANARY
+                    words[count:] = CANARY_WORD
                 buf = dev.create_buffer_with_data(data=words.tobytes(),
                                                   usage=wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC)
                 size = words.nbytes if guard else max(count, 1) * 4
@@ -172,9 +175,9 @@ def dispatch(program: KernelProgram, prepared: list[tuple[dict, dict, dict]], *,
             staging.unmap()
             body = words[:count]
             if guard:
-                res.unwritten[b.name] = np.flatnonzero(body == POISON[b.dtype])
-                res.canary_hits[b.name] = np.flatnonzero(words[count:count + CANARY_WORDS] != CANARY)
+                res.unwritten[b.name] = np.flatnonzero(body == poison(b.dtype))
+                res.canary_hits[b.name] = np.flatnonzero(words[count:count + CANARY_WORDS] != CANARY_WORD)
             if b.name in shapes:
-                res.outputs[b.name] = body.view(NUMPY_DTYPE[b.dtype]).reshape(shapes[b.name])
+                res.outputs[b.name] = body.view(numpy_dtype(b.dtype)).reshape(shapes[b.name])
         results.append(res)
     return results

@@ -13,9 +13,8 @@ import numpy as np
 from ..contract.backward import Step
 from ..contract.catalog import Catalog
 from ..contract.package import OpPackage
-from ..contract.signature import DTYPE_BYTES
 from ..errors import StudioError
-
+from ..precision import DTYPE_BYTES
 
 # ------------------------------------------------------------------ binding the steps to ops
 

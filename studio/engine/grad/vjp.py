@@ -13,10 +13,10 @@ import numpy as np
 
 from ..context import Context
 from ..contract.package import OpPackage
-from ..contract.signature import NUMPY_DTYPE
 from ..device.execution import KernelProgram, dispatch
 from ..device.layout import check_layout
 from ..errors import StudioError
+from ..precision import is_float, numpy_dtype, to_f64
 from .composite import bind, evaluate, step_error
 from .run import run_op
 
@@ -35,7 +35,7 @@ def vjp_inputs(pkg) -> list[str]:
     if c.backward.kind == "nondifferentiable":
         return []
     if c.backward.kind == "composite":
-        return [t.name for t in c.signature.inputs if t.dtype == "f32"]
+        return [t.name for t in c.signature.inputs if is_float(t.dtype)]
     return [n for r in c.backward.rules for n in r.inputs]
 
 
@@ -48,7 +48,7 @@ def _f64(pkg, inputs: dict) -> dict:
     out = {}
     for t in pkg.contract.signature.inputs:
         a = np.asarray(inputs[t.name])
-        out[t.name] = a.astype(np.float64) if t.dtype in ("f32", "bf16") else a.astype(NUMPY_DTYPE[t.dtype])
+        out[t.name] = to_f64(a, t.dtype)
     return out
 
 
@@ -135,7 +135,7 @@ def _composite_vjp(ctx: Context, pkg: OpPackage, inputs: dict, params: dict, cot
         for k, g in grads.items():
             name = bs.inputs[k]
             cts[name] = cts[name] + g if name in cts else g
-    return {t.name: cts.get(t.name, np.zeros(np.shape(inputs[t.name]))) for t in sig.inputs if t.dtype == "f32"}
+    return {t.name: cts.get(t.name, np.zeros(np.shape(inputs[t.name]))) for t in sig.inputs if is_float(t.dtype)}
 
 
 def _route(ctx: Context, pkg: OpPackage, rule, arrays, params, cts) -> dict[str, np.ndarray]:
@@ -200,7 +200,7 @@ def device_vjp(ctx: Context, pkg: OpPackage, inputs: dict, params: dict, cotange
                 src = outputs[b.name]
             else:
                 src = inputs[b.name] if role == "input" else cotangents[b.name]
-            arrays[b.name] = np.ascontiguousarray(np.asarray(src, dtype=NUMPY_DTYPE[dtype]))
+            arrays[b.name] = np.ascontiguousarray(np.asarray(src, dtype=numpy_dtype(dtype)))
         shapes = {gradient_name(n): tuple(np.shape(inputs[n])) for n in on_device}
         res = dispatch(program, [(env, shapes, arrays)], device=ctx.device)[0]
         grads = {n: res.outputs[gradient_name(n)] for n in on_device}

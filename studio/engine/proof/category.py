@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .corpus import CorpusCase
-from ..errors import StudioError
 from ..contract.package import OpPackage
+from ..errors import StudioError
 from ..trust.reference import References
+from .corpus import CorpusCase
 
 
 def _bits(a: np.ndarray) -> np.ndarray:

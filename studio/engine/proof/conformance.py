@@ -9,13 +9,14 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..context import Context
+from ..contract.package import OpPackage
+from ..contract.tolerance import Mismatch, compare
+from ..device.execution import Case, run_cases
+from ..errors import StudioError
+from ..precision import POISON_WORD
+from ..trust.reference import References
 from .category import verify_category
 from .corpus import Corpus, CorpusCase, generate
-from ..errors import StudioError
-from ..device.execution import Case, run_cases
-from ..contract.package import OpPackage
-from ..trust.reference import References
-from ..contract.tolerance import Mismatch, compare
 
 BATCH = 48
 
@@ -118,7 +119,7 @@ def judge(refs: References, pkg: OpPackage, case: CorpusCase, result) -> list[Ca
         # the poison is a NaN payload no reference produces; if the reference does, don't count it
         if unwritten.size:
             wb = np.ascontiguousarray(want).reshape(-1).view(np.uint32)
-            unwritten = unwritten[wb[unwritten] != 0x7FBADBAD]
+            unwritten = unwritten[wb[unwritten] != POISON_WORD]
         if unwritten.size:
             fails.append(CaseFailure(case, name, "unwritten",
                                      f"{unwritten.size} element(s) never written, first at index {int(unwritten[0])} "

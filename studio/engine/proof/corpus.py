@@ -10,8 +10,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..contract.signature import Signature
 from ..errors import StudioError
-from ..contract.signature import NUMPY_DTYPE, Signature
+from ..precision import is_float, numpy_dtype
 
 GENERATOR = "scellis-corpus"
 VERSION = 1
@@ -92,14 +93,14 @@ def param_values(sig: Signature, rng: np.random.Generator) -> dict[str, list]:
 def _values(kind: str, shape: tuple, dtype: str, domain, rng: np.random.Generator) -> np.ndarray:
     n = int(np.prod(shape)) if shape else 1
     if dtype in ("u32", "i32"):
-        info = np.iinfo(NUMPY_DTYPE[dtype])
+        info = np.iinfo(numpy_dtype(dtype))
         if kind == "constant":
             a = np.full(n, rng.integers(0, 100))
         elif kind == "huge":
             a = rng.integers(max(info.min, -2**31), info.max, size=n, endpoint=True)
         else:
             a = rng.integers(0 if dtype == "u32" else -1000, 1000, size=n)
-        return a.astype(NUMPY_DTYPE[dtype]).reshape(shape)
+        return a.astype(numpy_dtype(dtype)).reshape(shape)
     if kind == "normal":
         a = rng.normal(size=n)
     elif kind == "uniform":
@@ -142,7 +143,7 @@ def generate(sig: Signature, *, seed: int = 0, large: bool = False) -> Corpus:
     pvals = param_values(sig, rng)
     primary, size_param = _primary(sig)
     kinds = list(VALUE_KINDS)
-    if sig.inputs and all(t.domain.admits_inf for t in sig.inputs if t.dtype in ("f32", "bf16")):
+    if sig.inputs and all(t.domain.admits_inf for t in sig.inputs if is_float(t.dtype)):
         kinds += list(SPECIAL_KINDS)
     cases: list[CorpusCase] = []
 

@@ -17,14 +17,15 @@ from __future__ import annotations
 
 import ast
 import math
-from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..errors import StudioError
-from .gradpoints import choose, points
 from ..context import Context
+from ..errors import StudioError
 from ..grad.vjp import cotangent_name, forward64, reference_vjp, vjp_inputs
+from ..precision import is_float
+from .gradpoints import choose, points
+from .gradreport import MIN_COUNTED, MUTANTS, GradcheckReport, Mutant, Probe
 
 DEFAULT_H = 1e-3
 DEFAULT_TOLERANCE = 1e-6
@@ -33,151 +34,8 @@ ROWS = 12                 # one-hot cotangents per point
 NONZERO_PER_ROW = 3       # entries per row where the declared VJP is non-zero ...
 ZERO_PER_ROW = 1          # ... and where it is zero
 DIRECTIONS = 12           # random-direction probes per point
-MIN_COUNTED = 8           # fewer probes left after skipping: inconclusive
 ROUNDING = 16 * 68        # ulps of g per sample x the kink statistic's rounding gain
 KINK_RATIO = 0.1          # kinks give K >= 0.43 |J(h)|; smooth curvature gives K ~ h^2 |g''''/g''| |J(h)|
-EXIT = {"pass": 0, "fail": 1, "inconclusive": 3}
-MUTANTS = ("sign flip", "scale by 1 + 1e-2", "shift to the neighbouring index", "drop one element",
-           "permute")
-MUTANT_DOC = dict(zip(MUTANTS, ("every gradient negated", "every gradient times 1.01",
-                                "the gradient moved one index over (np.roll by 1)",
-                                "the largest-magnitude gradient element set to 0",
-                                "the gradient's elements in a fixed random order")))
-
-
-@dataclass
-class Probe:
-    point: str                   # edge | plain | given
-    kind: str                    # entry | direction
-    input: str | None            # entry: the input and flat index of u's one
-    index: int | None
-    output: str | None           # entry: the output and flat index of v's one
-    out_index: int | None
-    analytic: float
-    numeric: float
-    skipped: bool = False
-    reason: str | None = None
-    grads: dict = field(default_factory=dict, repr=False)     # the declared VJP for this v
-    u: dict = field(default_factory=dict, repr=False)         # direction probes: u per input
-
-    @property
-    def error(self) -> float:
-        return abs(self.analytic - self.numeric) / max(1.0, abs(self.analytic))
-
-    def dot(self, grads: dict) -> float:
-        if self.kind == "entry":
-            return float(grads[self.input].reshape(-1)[self.index])
-        return float(sum(np.sum(grads[n] * u) for n, u in self.u.items()))
-
-    def to_json(self) -> dict:
-        return {"point": self.point, "kind": self.kind, "input": self.input, "index": self.index,
-                "output": self.output, "out_index": self.out_index, "analytic": _finite(self.analytic),
-                "numeric": _finite(self.numeric), "error": None if self.skipped else _finite(self.error),
-                "skipped": self.skipped, "reason": self.reason}
-
-
-@dataclass
-class Mutant:
-    name: str
-    input: str | None
-    fate: str                    # REJECTED | passed | n/a
-    max_error: float
-
-    @property
-    def label(self) -> str:
-        return self.name + (f" ({self.input})" if self.input else "")
-
-
-@dataclass
-class GradcheckReport:
-    op: str
-    hash: str
-    params: dict
-    shapes: dict
-    h: float
-    seed: int
-    tolerance: float
-    tolerance_source: str        # declared | default | override
-    forward: str
-    vjp: str
-    subgradient: str | None
-    crossing: str                # "order crossing" (selection, permutation) or "kink"
-    kink_methods: list[str]
-    points: list[str]
-    probes: list[Probe]
-    mutants: list[Mutant]
-    verdict: str = ""
-    why: str = ""
-
-    @property
-    def counted(self) -> list[Probe]:
-        return [p for p in self.probes if not p.skipped]
-
-    @property
-    def skipped(self) -> int:
-        return sum(p.skipped for p in self.probes)
-
-    @property
-    def max_error(self) -> float:
-        return max((p.error for p in self.counted), default=float("nan"))
-
-    @property
-    def exit_code(self) -> int:
-        return EXIT[self.verdict]
-
-    def lines(self) -> list[str]:
-        pv = ", ".join(f"{k} = {_num(v)}" for k, v in self.params.items())
-        entries = sum(p.kind == "entry" for p in self.probes)
-        by = {m: sum(1 for p in self.probes if p.skipped and m in (p.reason or "")) for m in ("generic", "predicate")}
-        methods = "; ".join(f"{m.split(': ', 1)[1]} ({by[m.split(':')[0]]} probes)" for m in self.kink_methods)
-        sizes = ", ".join(f"{k}: {v}" for k, v in self.shapes.items())
-        tol = _num(self.tolerance) + {"declared": " (declared)", "default": " (the default; none declared)",
-                                      "override": " (given on the command line)"}[self.tolerance_source]
-        article = "an" if self.crossing[0] in "aeiou" else "a"
-        pad = " " * 21
-        out = [f"gradcheck  {self.op}   ({pv + ', ' if pv else ''}reference path, f64)",
-               f"  forward  : {self.forward}",
-               f"  vjp      : {self.vjp}"]
-        if self.subgradient:
-            out.append(f"  subgrad. : convention in op.toml -- {self.subgradient}")
-        out += [f"  probes   : {entries} sampled (input, output) pairs + {len(self.probes) - entries} random directions "
-                f"v.J.u, central differences, h = {_num(self.h)}",
-                f"             at {len(self.points)} point{'s' if len(self.points) > 1 else ''} ({sizes}, seed "
-                f"{self.seed}): {', '.join(self.points)}",
-                f"  skipped  : {self.skipped} of {len(self.probes)} probes within h of {article} {self.crossing} "
-                f"(no derivative exists there), never averaged",
-                f"             found by {methods}",
-                f"  bound    : max |analytic - numeric| = {_num(self.max_error, 2)} over {len(self.counted)} probes "
-                f"must stay under the tolerance {tol}",
-                "  negative control : a corrupted vjp must be REJECTED -- a check that cannot",
-                "                     fail certifies nothing"]
-        for m in self.mutants:
-            err = "" if m.fate == "n/a" else f"  (max error {m.max_error:.2g})"
-            fate = "n/a: identical to the declared vjp here" if m.fate == "n/a" else m.fate
-            out.append(f"{pad}{m.label:36s} {fate}{err}")
-        out.append(f"  verdict  : {self.verdict.upper() if self.verdict == 'fail' else self.verdict}"
-                   + (f" -- {self.why}" if self.why else ""))
-        return out
-
-    def to_json(self) -> dict:
-        return {"op": self.op, "hash": self.hash, "params": self.params, "shapes": self.shapes,
-                "path": "reference", "precision": "f64", "h": self.h, "seed": self.seed,
-                "forward": self.forward, "vjp": self.vjp, "subgradient": self.subgradient,
-                "tolerance": _finite(self.tolerance, "inf"), "tolerance_source": self.tolerance_source,
-                "error_measure": "|analytic - numeric| / max(1, |analytic|)",
-                "kink_detection": self.kink_methods, "points": self.points,
-                "counted": len(self.counted), "skipped": self.skipped,
-                "max_error": _finite(self.max_error),
-                "negative_controls": [{"name": m.label, "mutant": m.name, "input": m.input,
-                                       "description": MUTANT_DOC[m.name], "fate": m.fate,
-                                       "max_error": None if m.fate == "n/a" else _finite(m.max_error)}
-                                      for m in self.mutants],
-                "verdict": self.verdict, "why": self.why, "exit_code": self.exit_code, "lines": self.lines(),
-                "probes": [p.to_json() for p in self.probes]}
-
-
-# ------------------------------------------------------------------ the harness
-
 def gradcheck(ctx: Context, pkg, params: dict | None = None, *, h: float = DEFAULT_H, seed: int = 0,
               tolerance: float | None = None, inputs: dict | None = None) -> GradcheckReport:
     """Check pkg's declared backward against its reference forward. params: given values (the
@@ -190,7 +48,7 @@ def gradcheck(ctx: Context, pkg, params: dict | None = None, *, h: float = DEFAU
                           hint="training through it is refused; declare a vjp to make it differentiable")
     if not (h > 0 and math.isfinite(h)):
         raise StudioError(f"h = {h} must be a positive number", field="--h")
-    diff = [n for n in vjp_inputs(pkg) if sig.input(n).dtype == "f32"]
+    diff = [n for n in vjp_inputs(pkg) if is_float(sig.input(n).dtype)]
     if not diff:
         raise StudioError(f"{pkg.id}: no f32 input has a VJP", file=pkg.manifest_path, field="backward.text")
     rng = np.random.default_rng([seed, 4])
@@ -202,7 +60,7 @@ def gradcheck(ctx: Context, pkg, params: dict | None = None, *, h: float = DEFAU
         params = dict(params or {})
         shapes = {k: tuple(np.shape(v)) for k, v in inputs.items()}
         sig.resolve(shapes, params)
-        pts = [("given", {k: np.asarray(v, np.float64) if sig.input(k).dtype == "f32" else np.asarray(v)
+        pts = [("given", {k: np.asarray(v, np.float64) if is_float(sig.input(k).dtype) else np.asarray(v)
                           for k, v in inputs.items()})]
         labels = ["the given inputs"]
     if tolerance is not None:
@@ -385,22 +243,6 @@ def _docline(pkg, fn: str) -> str | None:
             doc = ast.get_docstring(node)
             return doc.strip().splitlines()[0].rstrip(".") if doc else None
     return None
-
-
-def _finite(v: float, otherwise=None):
-    """JSON has no NaN or infinity: such numbers become None (or a word)."""
-    return v if math.isfinite(v) else (otherwise if otherwise is not None and v > 0 else None)
-
-
-def _num(v: float, digits: int = 3) -> str:
-    """1e-3, not 0.001: the report's numbers as an engineer writes them."""
-    if isinstance(v, int) or (isinstance(v, float) and v.is_integer() and abs(v) < 1e6):
-        return str(int(v)) if not isinstance(v, bool) else str(v)
-    if not math.isfinite(v) or 1e-2 <= abs(v) < 1e4:
-        return f"{v:.{digits}g}"
-    m, e = f"{v:.{digits - 1}e}".split("e")
-    m = m.rstrip("0").rstrip(".")
-    return f"{m}e{int(e)}"
 
 
 def _describe_forward(pkg) -> str:

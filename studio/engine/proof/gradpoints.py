@@ -8,9 +8,10 @@ import itertools
 
 import numpy as np
 
-from ..errors import StudioError
 from ..contract.expr import Sym
-from ..contract.signature import NUMPY_DTYPE, Signature
+from ..contract.signature import Signature
+from ..errors import StudioError
+from ..precision import is_float, numpy_dtype
 
 FLOAT_DEFAULTS = (-0.5, 0.75, 1.25, 2.0, -1.5, 0.3)
 OTHER_DIMS = (5, 3, 7, 4, 6, 2, 1, 9)
@@ -112,8 +113,8 @@ def points(sig: Signature, params: dict, shapes: dict, differentiable: list[str]
     anchors = [float(v) for p in sig.params if p.dtype not in ("u32", "i32") for v in [params[p.name]]]
     for t in sig.inputs:
         shape = shapes[t.name]
-        if t.dtype not in ("f32", "bf16"):
-            a = rng.integers(0, 10, size=shape).astype(NUMPY_DTYPE[t.dtype])
+        if not is_float(t.dtype):
+            a = rng.integers(0, 10, size=shape).astype(numpy_dtype(t.dtype))
             plain[t.name] = edge[t.name] = a
             continue
         a = _domain(rng.standard_normal(shape), t.domain, h)

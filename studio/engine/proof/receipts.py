@@ -61,10 +61,6 @@ class Verification:
     problems: list[str]
     receipt: dict | None
 
-    @property
-    def counts_locally(self) -> bool:
-        return self.status == "valid"
-
 
 def verify_receipt(pkg: OpPackage, receipt: dict, profile_id: str) -> Verification:
     """Recompute every hash. A receipt from another GPU profile never counts as local conformance."""

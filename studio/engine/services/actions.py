@@ -14,8 +14,10 @@ from ..errors import StudioError
 from ..grad.run import run_op
 from ..proof import receipts
 from ..proof.checker import check_package
-from ..proof.conformance import ConformanceReport, conform as run_conformance, report_lines
-from ..proof.gradcheck import DEFAULT_H, GradcheckReport, gradcheck as run_gradcheck
+from ..proof.conformance import ConformanceReport, report_lines
+from ..proof.conformance import conform as run_conformance
+from ..proof.gradcheck import DEFAULT_H, GradcheckReport
+from ..proof.gradcheck import gradcheck as run_gradcheck
 
 
 def resolve(ctx: Context, target: str) -> OpPackage:

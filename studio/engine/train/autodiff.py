@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..errors import StudioError
 from ..context import Context
+from ..errors import StudioError
 from ..grad.composite import evaluate
 from ..grad.run import run_op
 from ..grad.vjp import cotangent_name, device_vjp, reference_vjp, vjp_inputs

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..contract.package import OpPackage
-from ..contract.signature import NUMPY_DTYPE
 from ..errors import StudioError
+from ..precision import numpy_dtype, to_reference
 from .pool import DEFAULT_LIMITS, HostPool, RemoteError
 from .store import TrustStore
 
@@ -106,15 +106,7 @@ class References:
         sig = pkg.contract.signature
         env = sig.resolve({k: np.shape(v) for k, v in inputs.items()}, dict(params))
         shapes = sig.output_shapes(env)
-        fn = self.function(pkg, pkg.contract.reference_forward)
-        kw = {p.name: params[p.name] for p in sig.params}
-        try:
-            with np.errstate(all="ignore"):
-                out = fn(**cast_inputs(pkg, inputs, precision), **kw)
-        except StudioError:
-            raise
-        except Exception as e:
-            raise reference_error(e, pkg, "reference forward") from None
+        out = self.call_as_given(pkg, pkg.contract.reference_forward, cast_inputs(pkg, inputs, precision), params)
         return outputs_dict(pkg, out, shapes)
 
     def call(self, pkg: OpPackage, fn_name: str, inputs: dict, params: dict, **extra):
@@ -161,7 +153,7 @@ def outputs_dict(pkg: OpPackage, out, shapes: dict | None = None) -> dict[str, n
                                   f"{tuple(shapes[o.name])}", file=pkg.reference_path)
             a = a.reshape(shapes[o.name])
         with np.errstate(over="ignore", invalid="ignore"):
-            result[o.name] = a.astype(NUMPY_DTYPE[o.dtype])
+            result[o.name] = a.astype(numpy_dtype(o.dtype))
     return result
 
 
@@ -170,12 +162,5 @@ def cast_inputs(pkg: OpPackage, inputs: dict, precision: str | None = None) -> d
     sig = pkg.contract.signature
     cast = {}
     for t in sig.inputs:
-        a = np.asarray(inputs[t.name])
-        if t.dtype == "f32":
-            a = a.astype(np.float32)
-            if prec == "f64":
-                a = a.astype(np.float64)
-        else:
-            a = a.astype(NUMPY_DTYPE[t.dtype])
-        cast[t.name] = a
+        cast[t.name] = to_reference(inputs[t.name], t.dtype, prec)
     return cast

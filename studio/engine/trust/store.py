@@ -115,11 +115,15 @@ class TrustStore:
 
     def trust(self, pkg) -> TrustStatus:
         """The user's decision: allow this package's exact content (its hash) to run here."""
-        st = self.status(pkg)
+        return self.trust_content(pkg.root, pkg.hash, op=pkg.id)
+
+    def trust_content(self, root: Path | None, hash_: str, *, op: str | None = None) -> TrustStatus:
+        """The same decision for content that may not load yet (a draft in the Studio)."""
+        st = self.status_of(root, hash_)
         if st.ok:
             return st
-        self._record(pkg.hash, "trusted", pkg.id, pkg.root.resolve())
-        return self.status(pkg)
+        self._record(hash_, "trusted", op, Path(root).resolve() if root is not None else None)
+        return self.status_of(root, hash_)
 
     def revoke(self, pkg) -> bool:
         """Forget a trusted or authored hash; True when there was one."""
@@ -151,11 +155,11 @@ class TrustStore:
     def status(self, pkg) -> TrustStatus:
         return self.status_of(pkg.root, pkg.hash)
 
-    def status_of(self, root: Path, hash_: str) -> TrustStatus:
-        """The trust of a folder's content, also for a draft that does not load yet."""
-        root = Path(root)
-        for base in PRODUCT_ROOTS:
-            if _inside(root, base):
+    def status_of(self, root: Path | None, hash_: str) -> TrustStatus:
+        """The trust of a folder's content, also for a draft that does not load yet (``root`` None:
+        an untitled document, judged by its content alone)."""
+        for base in PRODUCT_ROOTS if root is not None else ():
+            if _inside(Path(root), base):
                 return TrustStatus("product", f"shipped with Scellis Studio ({base.name}/)")
         entry = self._read().get(hash_)
         if entry and entry.get("kind") in ("authored", "trusted"):
@@ -164,8 +168,8 @@ class TrustStore:
         same = self.product_hashes().get(hash_)
         if same:
             return TrustStatus("product", f"byte for byte the content of the shipped package {same}")
-        here = str(root.resolve())
-        earlier = [e for e in self._read().values() if e.get("path") == here]
+        here = str(Path(root).resolve()) if root is not None else None
+        earlier = [e for e in self._read().values() if here is not None and e.get("path") == here]
         why = ("it changed since it was last trusted or saved here" if earlier else
                "it was not written on this machine and nobody trusted it")
         return TrustStatus("untrusted", why)
