@@ -221,13 +221,15 @@ def test_a_plain_install_runs_a_builtins_conformance(tmp_path):
     (site / "deps.pth").write_text("\n".join(deps) + "\n")
     wheel = next(wheels.glob("scellis_studio-*.whl"))
     res = subprocess.run([sys.executable, "-m", "pip", "--python", str(py), "install", "-q", "--no-deps",
-                          "--no-index", str(wheel)], capture_output=True, text=True, timeout=300)
+                          "--no-index", "--ignore-installed", str(wheel)], capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "PYTHONPATH": ""})
     assert res.returncode == 0, res.stderr
     work = tmp_path / "elsewhere"
     work.mkdir()
     env = {**os.environ, "SCELLIS_HOME": str(tmp_path / "home"), "PYTHONPATH": ""}
     where = subprocess.run([str(py), "-c", "import studio, studio.engine.resources as r; print(studio.__file__);"
                             "print(r.BUILTINS)"], capture_output=True, text=True, env=env, cwd=work)
+    assert where.returncode == 0, where.stderr
     assert str(site) in where.stdout.splitlines()[0], where.stdout + where.stderr   # not the checkout
     assert str(REPO) not in where.stdout
     scellis_bin = venv / "bin" / "scellis"
