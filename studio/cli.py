@@ -4,10 +4,11 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 import numpy as np
 
-from .engine.arrays import load_array, save_array
+from .engine.arrays import array_header, check_writable, load_input, save_array
 from .engine.errors import StudioError
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
@@ -122,35 +123,46 @@ def cmd_run(args) -> int:
     pkg = _catalog(args).resolve(args.id)
     sig = pkg.contract.signature
     params = dict(_param(p) for p in args.param or [])
-    inputs = {}
-    for k, spec in enumerate(args.input or []):
-        name, sep, path = spec.partition("=")
-        if not sep:
-            if k >= len(sig.inputs):
-                raise StudioError(f"{pkg.id} takes {len(sig.inputs)} input(s); got more", field="--input")
-            name, path = sig.inputs[k].name, spec
-        inputs[name] = load_array(path)
-    missing = [t.name for t in sig.inputs if t.name not in inputs]
+    files = _named(pkg, args.input or [], sig.inputs, "input")
+    missing = [t.name for t in sig.inputs if t.name not in files]
     if missing:
         raise StudioError(f"{pkg.id} needs input(s) {', '.join(missing)}", field="--input",
                           hint="--input NAME=FILE.npy (or .csv), once per input")
-    with _worker(args.timeout) as worker:
+    for name, path in files.items():          # the cheap refusals (no file, FIFO, .npz, strings) come first
+        array_header(path, spec=sig.input(name))
+    targets = {name: check_writable(path) for name, path in _named(pkg, args.out or [], sig.outputs, "output").items()}
+    with _worker(args.timeout) as worker:     # inputs judged against the signature and the device first
+        profile = worker.call("profile")
+        inputs = {name: load_input(path, sig.input(name), limits=profile.get("limits"), budget=args.budget)
+                  for name, path in files.items()}
         if not args.require_receipt:
-            _warn_unproven(pkg, worker.call("profile")["id"])
+            _warn_unproven(pkg, profile["id"])
         outs = worker.call("run", target=str(pkg.root), inputs=inputs, params=params, budget_bytes=args.budget,
                            require_receipt=args.require_receipt)
-    if args.out:
-        targets = dict(o.partition("=")[::2] if "=" in o else (sig.outputs[i].name, o) for i, o in enumerate(args.out))
-        for name, path in targets.items():
-            if name not in outs:
-                raise StudioError(f"{pkg.id} has no output '{name}'", field="--out")
-            save_array(path, outs[name])
-            print(f"wrote {path}  ({name}: {outs[name].shape} {outs[name].dtype})")
-    else:
+    for name, path in targets.items():
+        save_array(path, outs[name])
+        print(f"wrote {path}  ({name}: {outs[name].shape} {outs[name].dtype})")
+    if not targets:
         for name, a in outs.items():
             print(f"{name}: shape {a.shape} {a.dtype}  {np.array2string(a.reshape(-1)[:8], precision=6)}"
                   + (" ..." if a.size > 8 else ""))
     return EXIT_OK
+
+
+def _named(pkg, given: list[str], specs, what: str) -> dict[str, str]:
+    """--input or --out [NAME=]FILE: a bare FILE is for the next tensor in the signature's order."""
+    named, flag = {}, "--input" if what == "input" else "--out"
+    for i, g in enumerate(given):
+        name, sep, path = g.partition("=")
+        if not sep:
+            if i >= len(specs):
+                raise StudioError(f"{pkg.id} takes {len(specs)} {what}(s); got more", field=flag)
+            name, path = specs[i].name, g
+        if name not in {t.name for t in specs}:
+            raise StudioError(f"{pkg.id} has no {what} named '{name}'", field=flag,
+                              hint=f"its {what}s: " + ", ".join(t.name for t in specs))
+        named[name] = path
+    return named
 
 
 def _warn_unproven(pkg, profile_id: str) -> None:
@@ -163,6 +175,7 @@ def _warn_unproven(pkg, profile_id: str) -> None:
 
 
 def cmd_demo(args) -> int:
+    check_writable(args.out)
     with _worker(args.timeout) as worker:
         r = worker.call("demo", n=args.n, w=args.w, seed=args.seed)
     x, y, w = r["x"], r["y"], r["w"]
@@ -214,8 +227,20 @@ def cmd_receipts(args) -> int:
         print(f"{pkg.id}: no receipts (run `scellis conform {pkg.id}`)")
         return EXIT_FAILED
     for r in found:
-        print(f"{r['status']:9s} {r['path']}" + "".join(f"\n          - {p}" for p in r["problems"]))
+        problems = r["problems"] or (_why_unreadable(r["path"]) if r["status"] == "malformed" else [])
+        print(f"{r['status']:9s} {r['path']}" + "".join(f"\n          - {p}" for p in problems))
     return EXIT_OK if any(r["status"] == "valid" for r in found) else EXIT_FAILED
+
+
+def _why_unreadable(path: str) -> list[str]:
+    """Why a receipt file is not one (the worker's report has the status only): read here again,
+    bounded and never blocking (studio/engine/proof/receipts.py)."""
+    from .engine.proof.receipts import read_receipt
+    try:
+        read_receipt(Path(path))
+    except StudioError as e:
+        return [e.message + (f" (line {e.line}, column {e.col})" if e.line else "")]
+    return []
 
 
 def cmd_profile(args) -> int:
@@ -267,8 +292,25 @@ def cmd_trust(args) -> int:
     return EXIT_OK
 
 
+def _number(upper: float, what: str):
+    """An argparse type: a finite number in (0, upper] (nan, inf, 0 and negatives: exit 2, a message)."""
+    def parse(text: str) -> float:
+        try:
+            v = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from None
+        if not 0 < v <= upper:          # also false for nan
+            raise argparse.ArgumentTypeError(f"{text!r} is not {what} in (0, {upper:g}]")
+        return v
+    return parse
+
+
+_seconds = _number(1e6, "a number of seconds")      # longer waits overflow the platform's poll timeout
+_positive = _number(1e300, "a finite number")
+
+
 def _timeout(p, default: float) -> None:
-    p.add_argument("--timeout", type=float, default=default, metavar="SECONDS",
+    p.add_argument("--timeout", type=_seconds, default=default, metavar="SECONDS",
                    help=f"stop the device work if it shows no progress for this long (default {default:g} s)")
 
 
@@ -298,7 +340,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--input", action="append", metavar="[NAME=]FILE")
     p.add_argument("--out", action="append", metavar="[NAME=]FILE")
     p.add_argument("--budget", type=int, metavar="BYTES", help="refuse runs needing more memory")
-    p.add_argument("--timeout", type=float, default=5.0, metavar="SECONDS",
+    p.add_argument("--timeout", type=_seconds, default=5.0, metavar="SECONDS",
                    help="stop a run that takes longer (default 5 s); the kernel is killed with its worker")
     p.add_argument("--require-receipt", action="store_true",
                    help="show a result only from an op proven here: without a valid receipt for this GPU "
@@ -318,7 +360,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--case", type=int, help="run only this case of the corpus (to reproduce a failure)")
     p.add_argument("--no-receipt", action="store_true", help="do not write a receipt")
-    p.add_argument("--timeout", type=float, default=120.0, metavar="SECONDS",
+    p.add_argument("--timeout", type=_seconds, default=120.0, metavar="SECONDS",
                    help="kill the device work if it shows no progress for this long (default 120)")
     p.set_defaults(fn=cmd_conform)
     p = sub.add_parser("receipts", help="verify an op's receipts against its content and this GPU profile")
@@ -338,9 +380,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("target", metavar="PATH|ID")
     p.add_argument("--param", action="append", metavar="NAME=VALUE")
     p.add_argument("--json", action="store_true", help="the report with every probe, for plotting")
-    p.add_argument("--h", type=float, help="central-difference step (default 1e-3)")
+    p.add_argument("--h", type=_positive, help="central-difference step (default 1e-3)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--tolerance", type=float, help="override the declared gradient tolerance (writes no receipt)")
+    p.add_argument("--tolerance", type=_positive, help="override the declared gradient tolerance (writes no receipt)")
     p.add_argument("--no-receipt", action="store_true", help="do not write receipts/gradcheck/<hash>.json")
     p.set_defaults(fn=cmd_gradcheck)
     return ap
@@ -362,6 +404,11 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except OSError as e:     # the filesystem said no where no check named it first: still a message
+        where = f"{e.filename}: " if e.filename else ""
+        print(f"error: {where}{e.strerror or e}\n  hint: check the path, its permissions and the free space",
+              file=sys.stderr)
+        return EXIT_USAGE
 
 
 if __name__ == "__main__":

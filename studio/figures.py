@@ -17,8 +17,11 @@ def qt_app():
     return QApplication.instance() or QApplication([])
 
 
-def signal_plot(series: list[tuple[str, np.ndarray, str]], title: str, *, width: int = 1400, height: int = 500):
-    """A pyqtgraph PlotWidget showing each (label, y, colour), peak-downsampled and clipped to view."""
+def signal_plot(series: list[tuple], title: str, *, x_label: str | None = None, y_label: str | None = None,
+                width: int = 1400, height: int = 500, log_y: bool = False):
+    """A pyqtgraph PlotWidget showing each (label, y, colour) or (label, y, colour, x0), where x0 is
+    the x of y's first sample (series of different lengths aligned on one axis), peak-downsampled
+    and clipped to view; axes labelled when x_label / y_label are given."""
     qt_app()
     import pyqtgraph as pg
     pg.setConfigOptions(antialias=False, background="w", foreground="k")
@@ -26,11 +29,23 @@ def signal_plot(series: list[tuple[str, np.ndarray, str]], title: str, *, width:
     w.resize(width, height)
     w.addLegend()
     w.showGrid(x=True, y=True, alpha=0.3)
-    for label, y, colour in series:
-        item = w.plot(np.asarray(y, dtype=np.float32), name=label, pen=pg.mkPen(colour, width=1))
+    if x_label:
+        w.setLabel("bottom", x_label)
+    if y_label:
+        w.setLabel("left", y_label)
+    if log_y:
+        w.setLogMode(x=False, y=True)
+    for k, (label, y, colour, *rest) in enumerate(series):
+        y = np.asarray(y, dtype=np.float32)
+        x0 = rest[0] if rest else 0
+        item = w.plot(np.arange(y.size, dtype=np.float64) + x0, y, name=label,
+                      pen=pg.mkPen(colour, width=1 if k == 0 else 2))      # the first is the context
         item.setDownsampling(auto=True, method="peak")
         item.setClipToView(True)
     return w
+
+
+COLOURS = ("#9aa5b1", "#d1495b", "#00798c", "#edae49", "#30638e", "#66a182")
 
 
 def export_plot(widget, path: str) -> None:

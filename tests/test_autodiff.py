@@ -1,5 +1,7 @@
 """Reverse mode over op calls and the differentiability ladder: composite ops derive their
 backward, declared VJPs must have passed gradcheck, nondifferentiable ops are refused by name."""
+import re
+
 import numpy as np
 import pytest
 from conftest import BUILTINS, EXAMPLES, MEDIAN, _authored, copy_package
@@ -127,12 +129,22 @@ def test_gradients_agree_with_the_reference_path(ctx, device, catalog, ledger):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
 
 
+def _without_backward_kernel(src, dst, text: str, edits=()):
+    """The package's [backward] with `text` and without its device kernel's keys (invocations,
+    tolerance; the bindings parked under a key nothing reads)."""
+    copy_package(src, dst, {"op.toml": [
+        ("text = 'vjp x: reference(vjp) on device(\"backward.wgsl\")'", f"text = {text}"), *edits]})
+    p = dst / "op.toml"
+    head, back = p.read_text().split("[backward]", 1)
+    back = re.sub(r'^(invocations|tolerance) = "[^"\n]*"\n', "", back, flags=re.MULTILINE).replace('bindings = """', 'unused = """')
+    p.write_text(head + "[backward]" + back)
+    _authored(dst)
+    return dst
+
+
 def _nondifferentiable_round(root):
-    copy_package(BUILTINS / "affine", root, {"op.toml": [
-        ('id = "core/signal/affine@1"', 'id = "user/test/quantize@1"'),
-        ("[backward]\ntext = 'vjp x: reference(vjp) on device(\"backward.wgsl\")'", '[backward]\ntext = "nondifferentiable"'),
-        ('invocations = "n"\nbindings = """\n@group(0) @binding(0) dy', 'unused = """\n@group(0) @binding(0) dy')]})
-    return load_package(root)
+    return load_package(_without_backward_kernel(BUILTINS / "affine", root, '"nondifferentiable"',
+                                                 [('id = "core/signal/affine@1"', 'id = "user/test/quantize@1"')]))
 
 
 def test_training_through_a_nondifferentiable_op_is_refused_naming_it(ctx, device, catalog, ledger, tmp_path):
@@ -209,9 +221,7 @@ def test_composition_errors_point_at_the_step(ctx, tmp_path, catalog):
 
 
 def test_composite_backward_needs_its_steps(tmp_path):
-    root = copy_package(MEDIAN, tmp_path / "m", {"op.toml": [
-        ("text = 'vjp x: reference(vjp) on device(\"backward.wgsl\")'", 'text = "composite"'),
-        ('invocations = "n"\nbindings = """\n@group(0) @binding(0) x  :', 'unused = """\n@group(0) @binding(0) x  :')]})
+    root = _without_backward_kernel(MEDIAN, tmp_path / "m", '"composite"')
     with pytest.raises(StudioError, match=r"'composite' without steps") as e:
         load_package(root)
     assert (e.value.line, e.value.col) == (_line_of(root, 'text = "composite"'), len('text = "') + 1)

@@ -46,6 +46,10 @@ def test_run_writes_output(tmp_path):
     (("run", "user/demo/windowed_median@1", "--param", "w", "--input", "X"), "not NAME=VALUE"),
     (("run", "user/demo/windowed_median@1", "--param", "w=3", "--input", "missing.npy"), "no such file"),
     (("run", "user/demo/windowed_median@1", "--param", "w=3", "--input", "X", "--budget", "16"), "over the run's memory budget"),
+    (("run", "user/demo/windowed_median@1", "--param", "w=3", "--input", "X", "--timeout", "nan"), "argument --timeout"),
+    (("run", "user/demo/windowed_median@1", "--param", "w=3", "--input", "X", "--out", "."), "only a regular file"),
+    (("run", "user/demo/windowed_median@1", "--param", "w=3", "--input", "X", "--out", "z=y.npy"), "no output named 'z'"),
+    (("run", "user/demo/windowed_median@1", "--param", "w=3", "--input", "q=X"), "no input named 'q'"),
     (("ops", "show", "user/demo/nope@1"), "no op 'user/demo/nope@1'"),
     (("check", "/nonexistent/folder"), "no op"),
 ])

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import datetime as _dt
+import json
 import os
 import random
 import time
@@ -363,3 +364,159 @@ def test_fuzz_manifest_loader(tmp_path):
           f"StudioErrors with a position, {seconds:.1f} s")
     assert total >= EXAMPLES
     assert outcomes["loaded"] > 0 and outcomes["error"] > 0        # the generator reaches both outcomes
+
+
+# ------------------------------------------------------------------ receipts (issue 12)
+JSON_TOKENS = ["{", "}", "[", "]", '"', ":", ",", "null", "true", "false", "0", "-1", "1.5", "1e999", "-0", "NaN",
+               "Infinity", '"pass"', '"fail"', '"x"', '""', "\\", "\\u0000", "\\ud800", "\n", " ", "[" * 40,
+               '"hashes": null, ', '"verdict": "pass", ', '"schema": "scellis-receipt/1", ', "9" * 5000, "\ufeff"]
+
+
+def judged(r) -> str:
+    """What verification judges of a receipt: everything but the fields recorded for people
+    (receipts.INFORMATIONAL) and the GPU profile's description beyond its id and wgpu version.
+    A mutation that leaves this unchanged is a no-op; any other must never verify as valid."""
+    from studio.engine.proof.receipts import INFORMATIONAL
+    if not isinstance(r, dict):
+        return repr(type(r))
+    out = {k: v for k, v in r.items() if k not in INFORMATIONAL}
+    if isinstance(out.get("gpu_profile"), dict):
+        out["gpu_profile"] = {k: out["gpu_profile"].get(k) for k in ("id", "wgpu_version")}
+    return json.dumps(out, sort_keys=True)
+
+
+def _paths(node, prefix=()):
+    yield prefix
+    if isinstance(node, dict):
+        for k, v in node.items():
+            yield from _paths(v, prefix + (k,))
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            yield from _paths(v, prefix + (i,))
+
+
+def odd_json(rng: random.Random, receipt: dict):
+    """A value of any JSON type, including ones that are another field's (a hash where a seed
+    belongs), deep nesting, huge numbers and strings."""
+    other = rng.choice(list(_paths(receipt)))
+    node = receipt
+    for k in other:
+        node = node[k]
+    deep = rng.choice([5, 40, 200])
+    return rng.choice([
+        lambda: None, lambda: rng.choice([True, False]), lambda: rng.randint(-2**70, 2**70), lambda: rng.random() * 1e6,
+        lambda: rng.choice([0, 1, -1, 2**64, 2**128, 0.0, -0.0, 1e308, 10**40]),
+        lambda: "".join(_char(rng) for _ in range(rng.randint(0, 20))), lambda: "0" * 64, lambda: "f" * 64,
+        lambda: rng.choice(["pass", "fail", "valid", "../../x", "0123456789abcdef", "", "x" * 100_000]),
+        lambda: [], lambda: {}, lambda: [1, 2], lambda: {"a": 1},
+        lambda: json.loads("[" * deep + "]" * deep), lambda: copy.deepcopy(node),
+    ])()
+
+
+def mutate_receipt(rng: random.Random, receipt: dict, text: str) -> str:
+    """The receipt's JSON text with 1..4 structured edits (a field deleted, retyped, swapped with
+    another's value, renamed, an unknown field added, a hash's digit changed) or text mutations."""
+    if rng.random() < 0.35:
+        return mutate(rng, [text], JSON_TOKENS)
+    r = copy.deepcopy(receipt)
+    for _ in range(rng.randint(1, 4)):
+        path = rng.choice(list(_paths(r))[1:])
+        parent = r
+        for k in path[:-1]:
+            parent = parent[k]
+        key = path[-1]
+        action = rng.choice(["delete", "retype", "digit", "digit", "rename", "add", "number", "number"])
+        if action == "delete" and isinstance(parent, dict):
+            del parent[key]
+        elif action == "digit" and isinstance(parent[key], str) and parent[key]:
+            s = parent[key]
+            i = rng.randrange(len(s))
+            parent[key] = s[:i] + rng.choice("0123456789abcdefX") + s[i + 1:]
+        elif action == "rename" and isinstance(parent, dict):
+            parent[key + rng.choice(["_", "s", " "])] = parent.pop(key)
+        elif action == "add" and isinstance(parent, dict):
+            parent[rng.choice(["extra", "verdict", "id", "seed", "HMAC"])] = odd_json(rng, receipt)
+        elif action == "number" and isinstance(parent[key], (int, float)) and not isinstance(parent[key], bool):
+            parent[key] = rng.choice([parent[key] + 1, parent[key] - 1, -parent[key], float(parent[key]), 0])
+        else:
+            parent[key] = odd_json(rng, receipt)
+    try:
+        out = json.dumps(r, indent=rng.choice([None, 2]), sort_keys=rng.random() < 0.5)
+    except (ValueError, RecursionError):
+        return text
+    if rng.random() < 0.1:                      # a key twice: the second would win in plain json.loads
+        out = out.replace('"verdict"', '"verdict": "fail", "verdict"', 1)
+    return out
+
+
+@pytest.fixture(scope="module")
+def proven_fill(tmp_path_factory, module_ctx):
+    """The fill op with a receipt earned by a real conformance run on this machine's device."""
+    from studio.engine.proof.conformance import conform
+    from studio.engine.proof.receipts import make_receipt, write_receipt
+    from studio.engine.services.actions import save_package
+    root = tmp_path_factory.mktemp("fuzz") / "fill"
+    fill = REPO / "tests" / "data" / "reliability" / "fill"
+    save_package(module_ctx, root, {p.name: p.read_bytes() for p in fill.iterdir() if p.is_file()})
+    pkg = load_package(root)
+    rep = conform(module_ctx, pkg)
+    assert rep.ok
+    path = write_receipt(pkg, make_receipt(pkg, rep))
+    return pkg, path, module_ctx.device.profile.id
+
+
+def test_fuzz_receipts(proven_fill):
+    """10,000 mutated receipts, each written over the real one and read back as every reader does:
+    read_receipt, verify_receipt (on the file's JSON even where read_receipt refuses it),
+    judge_receipts and local_status. Nothing escapes but StudioError (and verify, judge and
+    local_status raise nothing at all); no mutated receipt is valid unless what is judged of it is
+    unchanged; the original is valid before and after."""
+    from studio.engine.proof.receipts import judge_receipts, local_status, parse_json, read_receipt, verify_receipt
+    pkg, path, profile = proven_fill
+    original_text = path.read_text()
+    original = json.loads(original_text)
+    assert verify_receipt(pkg, original, profile).status == "valid"
+    outcomes: Counter = Counter()
+
+    @FUZZ
+    @given(SEED, st.integers(0, 9))
+    def run(seed, mode):
+        rng = random.Random(seed)
+        text = mutate_receipt(rng, original, original_text)
+        raw = text.encode("utf-8", "surrogatepass") if mode else b"\xff" + text.encode()
+        note(f"receipt = {raw[:2000]!r}")
+        path.write_bytes(raw)
+        try:
+            receipt = read_receipt(path)
+        except StudioError as e:
+            assert e.file == str(path) and e.message, e.format()
+            receipt = None
+        try:                                          # verify on whatever JSON it is, typed or not
+            data = parse_json(raw, str(path))
+        except StudioError:
+            data = None
+        status = "malformed"
+        if data is not None:
+            v = verify_receipt(pkg, data, profile)
+            status = v.status
+            assert status in ("valid", "failed", "stale", "foreign", "malformed")
+            assert status == "malformed" or receipt is not None, (status, v.problems)
+            assert status == "valid" or v.problems
+            if status == "valid":
+                assert judged(data) == judged(original), "a mutated receipt verified as valid"
+        outcomes["refused at read" if receipt is None else
+                 "valid (a no-op mutation)" if status == "valid" else status] += 1
+        [(p, seen)] = judge_receipts(pkg, profile)
+        assert p == path and seen.status == (status if receipt is not None else "malformed"), (seen, status)
+        assert local_status(pkg, profile) == seen.status
+
+    t0 = time.perf_counter()
+    run()
+    seconds = time.perf_counter() - t0
+    path.write_text(original_text)
+    assert verify_receipt(pkg, read_receipt(path), profile).status == "valid"      # restored: valid again
+    total = sum(outcomes.values())
+    print(f"\nfuzz receipts: {total} mutated receipts: " + ", ".join(f"{n} {k}" for k, n in outcomes.most_common())
+          + f"; 0 other exceptions, {seconds:.1f} s")
+    assert total >= EXAMPLES
+    assert outcomes["refused at read"] and outcomes["stale"]          # the generator reaches both outcomes

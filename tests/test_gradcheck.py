@@ -80,9 +80,13 @@ def test_story_op_passes_with_its_skipped_probes_counted(story):
     assert all(p.reason for p in story.probes if p.skipped)
     # piecewise linear: away from crossings analytic and numeric agree to f64 rounding
     assert story.max_error < 1e-11 and story.tolerance == 1e-9 and story.tolerance_source == "declared"
-    # both probe families and both points are present, and entries hit non-zero gradients
-    assert {(p.kind, p.point) for p in story.counted} == {("entry", "edge"), ("entry", "plain"),
-                                                          ("direction", "plain")}
+    # both probe families and both points are present at the main site, and entries hit non-zero gradients
+    assert {(p.kind, p.point) for p in story.counted if p.site == 0} == {("entry", "edge"), ("entry", "plain"),
+                                                                         ("direction", "plain")}
+    # then the kink plants and the other sizes (w is given here: it is not swept)
+    assert {(p.kind, p.point) for p in story.counted if p.site > 0} >= {("plant", "kinks"), ("entry", "sweep")}
+    assert [s["kind"] for s in story.sites] == ["main", "kinks", "sweep", "sweep"]
+    assert story.coverage["params"] == {"w": {"values": [7], "rule": "given"}}
     assert any(p.kind == "entry" and p.analytic == 1.0 for p in story.counted)
     assert story.kink_methods[0].startswith("generic") and "kinks()" in story.kink_methods[1]
 
@@ -257,7 +261,7 @@ def test_cli_prints_the_report_and_exits_by_verdict(pkg_copy):
     assert res.returncode == 0, res.stderr
     assert res.stdout.startswith("gradcheck  user/demo/windowed_median@1   (w = 7, reference path, f64)")
     assert "verdict  : pass" in res.stdout
-    res = scellis("gradcheck", MEDIAN, "--param", "w=7", "--tolerance", "inf", "--json")
+    res = scellis("gradcheck", MEDIAN, "--param", "w=7", "--tolerance", "1e300", "--json")   # no mutant exceeds it
     assert res.returncode == 3 and json.loads(res.stdout)["verdict"] == "inconclusive"
     assert "receipt" not in json.loads(res.stdout)          # an override writes no receipt
     bad = pkg_copy(reference__py=[("np.add.at(dx, np.arange(k.shape[0]) + k, dy)", "np.add.at(dx, np.arange(k.shape[0]) + k, -dy)")])

@@ -191,6 +191,22 @@ def test_invalid_toml_has_a_line_and_column(tmp_path, text):
     assert e.line is not None and e.col is not None
 
 
+def _deep(root: Path, depth: int = 1000) -> Path:
+    """A 1,000-deep array in op.toml (issue 12): it made tomllib raise RecursionError, naming no file."""
+    p = root / "op.toml"
+    p.write_text(p.read_text() + "\n[extra]\nv = " + "[" * depth + "]" * depth + "\n")
+    return root
+
+
+def test_a_deeply_nested_array_is_refused_at_its_position(tmp_path):
+    root = _deep(make_package(tmp_path))
+    e = refused(root, file=root / "op.toml", text="nested more than 32 deep")
+    lines = (root / "op.toml").read_text().splitlines()
+    assert lines[e.line - 1].startswith("v = [") and e.col == len("v = ") + 33, e.format()
+    refused(_deep(make_package(tmp_path, name="p2"), 33), text="nested more than 32 deep")
+    load_package(_deep(make_package(tmp_path, name="p3"), 32))        # the limit itself loads
+
+
 # ------------------------------------------------------------------ encodings
 @pytest.mark.parametrize("name", ["op.toml", "reference.py", "forward.wgsl"])
 def test_a_file_that_is_not_utf8_is_named_at_the_bad_byte(tmp_path, name):
@@ -305,6 +321,7 @@ CASES = {
     "mistyped_workgroup": lambda tmp: make_package(tmp, edited("kernel.workgroup_size", "64")),
     "not_utf8_reference": lambda tmp: _corrupt(make_package(tmp), "reference.py"),
     "symlink_out": lambda tmp: _link_out(make_package(tmp), tmp),
+    "deep_toml": lambda tmp: _deep(make_package(tmp)),
 }
 
 

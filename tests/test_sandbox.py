@@ -1,7 +1,10 @@
 """Imported code (issue 6, deliverable 6): a reference someone else wrote never runs until its
 content hash is trusted; trusted code runs in a separate process with resource limits and
 no writes outside its temporary folder (Landlock and a private network namespace where the
-kernel allows them, an audit hook always). A trusted package that changes is untrusted."""
+kernel allows them, an audit hook always). A trusted package that changes is untrusted.
+Issue 12: replies are bounded by the signature before anything is allocated and copied once
+(point 4), and only the package's hashed bytes are imported (point 5); the system-call filter
+(point 1) is tests/test_confinement.py's."""
 from __future__ import annotations
 
 import json
@@ -337,7 +340,9 @@ def test_story_op_conformance_stays_fast(pctx, device, pool):
     conform(pctx, pkg)
     warm = time.perf_counter() - t1
     print(f"\nstory op conformance with the reference in its sandbox: cold {cold:.2f} s, warm {warm:.2f} s")
-    assert rep.ok and cold < 2.0 and warm < 1.0
+    # times are reported, not asserted (benchmarks/ measures speed); what must hold: the warm run
+    # reuses the one confined host the cold run started, instead of starting another
+    assert rep.ok and len(pool) == 1
     assert any(e.startswith("setrlimit") for e in pool.hosts[0].enforced)
 
 
@@ -349,3 +354,141 @@ def test_folders_of_hosts_whose_engine_died_are_swept():
     with HostPool() as fresh:                  # a pool sweeps once, when it starts its first host
         fresh.prestart()
     assert not stale.exists()
+
+
+# ------------------------------------------------------------------ bounded replies (issue 12, point 4)
+FLOODS = r'''
+import json, os, stat, struct
+
+def _channel():
+    """The host's reply channel (a dup of its stdout): the one FIFO open for writing."""
+    import fcntl
+    for fd in range(3, 64):
+        try:
+            if stat.S_ISFIFO(os.fstat(fd).st_mode) and fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE == os.O_WRONLY:
+                return fd
+        except OSError:
+            pass
+    raise RuntimeError("no reply channel")
+
+def _send(value, buffers):
+    fd = _channel()
+    head = json.dumps({"msg": {"ok": True}, "value": value, "buffers": len(buffers)}).encode()
+    os.write(fd, struct.pack("<I", len(head)) + head)
+    for declared, sent in buffers:
+        os.write(fd, struct.pack("<Q", declared))
+        chunk = b"\0" * (1 << 20)
+        for _ in range(sent >> 20):
+            os.write(fd, chunk)
+    os._exit(0)
+
+def forward(x, *, w):
+    mode = open(os.path.join(os.path.dirname(__file__), "mode.txt")).read().strip()
+    n = 1 << 30
+    if mode == "huge":          # declares a 1 GiB buffer, sends 64 MiB of it
+        _send({"__nd__": 0, "dtype": "<f8", "shape": [n // 8]}, [(n, 64 << 20)])
+    if mode == "repeated":      # one 8 MiB buffer, named by 32 arrays
+        _send([{"__nd__": 0, "dtype": "<f8", "shape": [1 << 20]}] * 32, [(8 << 20, 8 << 20)])
+    if mode == "wide":          # a well-formed reply of 16 MiB for an output of 7 values
+        import numpy as np
+        return np.zeros(2 << 20)
+    raise ValueError(mode)
+'''
+
+
+def _flooding_package(ctx, tmp_path, mode: str):
+    files = {p.name: p.read_bytes() for p in MEDIAN.iterdir() if p.is_file()}
+    files["reference.py"] = FLOODS.encode()
+    files["mode.txt"] = mode.encode()
+    root = tmp_path / f"flood-{mode}"
+    save_package(ctx, root, files)
+    return load_package(root)
+
+
+@pytest.mark.parametrize("mode", ["huge", "repeated", "wide"])
+def test_a_reply_larger_than_the_signature_allows_is_refused_unread(ctx, tmp_path, mode):
+    import tracemalloc
+    pkg = _flooding_package(ctx, tmp_path, mode)
+    ctx.references.load(pkg)                   # the host is up before memory is measured
+    tracemalloc.start()
+    try:
+        with pytest.raises(StudioError) as info:
+            ctx.references.forward(pkg, {"x": np.arange(9, dtype=np.float32)}, {"w": 3})
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    e = info.value
+    assert e.file == pkg.reference_path and "reference forward" in e.message and "was stopped" in e.message
+    assert ("more than the" in e.message) if mode != "repeated" else ("more than one array" in e.message)
+    print(f"\n{mode}: engine peak while refusing {peak / 2**20:.1f} MiB")
+    assert peak < 4 << 20                      # nothing of the reply was allocated
+
+
+def test_a_reply_is_copied_once():
+    """A legitimate 64 MiB reply costs the engine 64 MiB (read straight into its array), not a multiple."""
+    import tracemalloc
+    source = "import numpy as np\ndef big(n):\n    return np.arange(n, dtype=np.float64)\n"
+    n = 8 << 20
+    h = host()
+    try:
+        h.load(source, "/pkg/reference.py")
+        with pytest.raises(RemoteError, match="more than the"):
+            h.call("big", n)                   # the default limit: a few times the request
+        assert not h.alive
+    finally:
+        h.close()
+    h = host()
+    try:
+        h.load(source, "/pkg/reference.py")
+        tracemalloc.start()
+        t0 = time.perf_counter()
+        out = h.request("big", (n,), reply_bytes=n * 8)
+        dt = time.perf_counter() - t0
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        assert out.shape == (n,) and out[-1] == n - 1
+        print(f"\n64 MiB reply: engine peak {peak / 2**20:.1f} MiB, {dt * 1000:.0f} ms")
+        assert peak < n * 8 + (4 << 20)
+    finally:
+        h.close()
+
+
+# ------------------------------------------------------------------ only hashed bytes run (issue 12, point 5)
+USES_HELPER = '''
+
+import os as _os, sys as _sys
+_sys.path.insert(0, _os.path.dirname(_os.path.abspath(__file__)))
+import helper as _helper
+_median = forward
+
+
+def forward(x, *, w):
+    return _helper.touch(_median(x, w=w))
+
+
+def beside(*, w):
+    return sorted(_os.listdir(_os.path.dirname(_os.path.abspath(__file__))))
+'''
+
+
+def test_a_pyc_outside_the_hash_never_runs(ctx, tmp_path):
+    import importlib.util
+    import py_compile
+    root = tmp_path / "pkg"
+    files = {p.name: p.read_bytes() for p in MEDIAN.iterdir() if p.is_file()}
+    files["reference.py"] += USES_HELPER.encode()
+    files["helper.py"] = b"def touch(y):\n    return y\n"
+    save_package(ctx, root, files)
+    before = folder_hash(root)
+    evil = tmp_path / "evil.py"
+    evil.write_text("def touch(y):\n    return y * 0 + 666\n")
+    pyc = Path(importlib.util.cache_from_source(str(root / "helper.py")))
+    py_compile.compile(str(evil), cfile=str(pyc), doraise=True,
+                       invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH)
+    (root / ".helper.py").write_text("raise SystemExit('a dot-file ran')\n")
+    (root / "helper.pyc").write_bytes(pyc.read_bytes())
+    pkg = load_package(root)
+    assert pkg.hash == before and ctx.trust.status(pkg).level == "authored"      # the bytes beside are unhashed
+    out = ctx.references.forward(pkg, {"x": np.arange(9, dtype=np.float32)}, {"w": 3})
+    np.testing.assert_array_equal(out["y"], np.arange(1, 8, dtype=np.float32))   # helper.py's code, not the .pyc's
+    assert ctx.references.call_as_given(pkg, "beside", {}, {"w": 3}) == sorted(pkg.files)

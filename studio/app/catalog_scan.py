@@ -10,7 +10,7 @@ from pathlib import Path
 RECEIPT_STATES = ("valid", "none", "stale", "foreign", "failed", "malformed")
 
 
-def scan(extra_roots: list[str], profile_id: str | None) -> list[dict]:
+def scan(extra_roots: list[str], profile_id: str | None, seal=None) -> list[dict]:
     """A fresh read of the catalog (builtins, examples, the user's ops, ``extra_roots``): edits,
     saves and new receipts since the last scan are seen."""
     from ..engine.contract.catalog import Catalog, origin
@@ -22,7 +22,7 @@ def scan(extra_roots: list[str], profile_id: str | None) -> list[dict]:
         status = None
         if profile_id:
             try:
-                status = local_status(pkg, profile_id)
+                status = local_status(pkg, profile_id, seal)
             except Exception:  # noqa: BLE001 - a broken receipt folder must not hide the op
                 status = "malformed"
         cards.append({"id": pkg.id, "summary": c.summary, "source": origin(pkg),
@@ -35,7 +35,7 @@ def scan(extra_roots: list[str], profile_id: str | None) -> list[dict]:
 def handler(req, *, roots: list[str] | None = None, profile_id: str | None = None) -> list[dict]:
     """The worker's ``catalog`` request (``req``: studio/engine/worker/child.py's Request). The
     child's context keeps its catalog once read, so the panel's refresh scans anew."""
-    return scan(list(roots or []), profile_id)
+    return scan(list(roots or []), profile_id, req.ctx.seal)
 
 
 HANDLERS = {"catalog": handler}            # the child imports it by name (module:function)

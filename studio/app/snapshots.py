@@ -78,8 +78,9 @@ def carry_receipts(package_hash: str, dest: Path) -> dict[Path, Path]:
         return {}
     out = {}
     for path, receipt in receipts.receipts(src):
-        if receipt is not None:
-            out[path] = receipts.write_receipt(dst, receipt)
+        if receipt is not None:        # byte for byte: a receipt keeps the seal it was issued with
+            out[path] = target = receipts.receipt_dir(dst) / path.name
+            write_bytes(target, path.read_bytes())
     grad = receipts.gradcheck_receipt_path(src)
     if grad.is_file():
         out[grad] = target = receipts.gradcheck_receipt_path(dst)

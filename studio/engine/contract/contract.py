@@ -61,6 +61,7 @@ class BackwardKernelSpec:
     workgroup_size: int
     invocations: Expr
     bindings: BindingDescriptor
+    tolerance: Tolerance | None = None   # [backward] tolerance: the device VJP against the reference VJP
 
 
 @dataclass
@@ -151,7 +152,7 @@ def _gradient_tolerance(m: Manifest) -> float | None:
     return None if tol is None else float(tol)
 
 
-_BACKWARD_KERNEL_KEYS = ("kernel", "entry", "workgroup_size", "invocations", "bindings")
+_BACKWARD_KERNEL_KEYS = ("kernel", "entry", "workgroup_size", "invocations", "bindings", "tolerance")
 
 
 def _backward_kernel(m: Manifest, backward: Backward) -> BackwardKernelSpec | None:
@@ -178,9 +179,21 @@ def _backward_kernel(m: Manifest, backward: Backward) -> BackwardKernelSpec | No
     wg = m.get("backward.workgroup_size", int, required=False, default=64)
     if not 1 <= wg <= 256:
         raise StudioError(f"backward.workgroup_size {wg} outside [1, 256]", file=m.file, field="backward.workgroup_size")
+    cls = m.get("backward.tolerance", str, required=False)
+    if cls is None:
+        raise StudioError("a device VJP needs the tolerance class it is checked under against the reference VJP",
+                          file=m.file, field="backward.tolerance",
+                          hint='add under [backward]: tolerance = "exact" (a gather in a fixed order, no '
+                               'rounding differences), "ulp(K)" or "bound" (a sum of cotangents)')
+    # a VJP sums cotangents: "bound" is judged as a reduction's standard forward-error bound
+    try:
+        tol = parse_tolerance(cls, "reduction", file=m.file)
+    except StudioError as e:
+        raise StudioError(f"backward.tolerance: {e.message}", file=m.file, field="backward.tolerance",
+                          hint=e.hint) from None
     return BackwardKernelSpec(file=file, entry=m.get("backward.entry", str, required=False, default="main"),
                               workgroup_size=wg, invocations=_embedded(m, "backward.invocations", parse_expr),
-                              bindings=_embedded(m, "backward.bindings", parse_bindings))
+                              bindings=_embedded(m, "backward.bindings", parse_bindings), tolerance=tol)
 
 
 def _no_composite_section(m: Manifest) -> None:

@@ -178,3 +178,14 @@ def build(tree: Tree, src: Source) -> Expr:
             raise src.error(f"{name}() takes 2 arguments, not {len(args)}", name, f"write {name}(a, b)")
         return Call(str(name), args)
     return BinOp(_OPS[kind], build(kids[0], src), build(kids[1], src))
+
+
+def unknown_symbols(expr, known: set[str], what: str, file: str, field: str) -> list[StudioError]:
+    """An error at the line:col (in op.toml) of the first symbol of ``expr`` the signature lacks."""
+    stray = [n for n in expr.nodes() if isinstance(n, Sym) and n.name not in known]
+    if not stray:
+        return []
+    names = sorted({n.name for n in stray})
+    line, col = stray[0].at or (None, None)
+    return [StudioError(f"{what} uses unknown symbol(s) {', '.join(names)}", file=file, line=line, col=col,
+                        field=field, hint=f"use the signature's symbols: {', '.join(sorted(known))}")]

@@ -8,6 +8,10 @@ from dataclasses import dataclass
 from ..errors import StudioError
 
 _TOML_POS = re.compile(r"\(at line (\d+), column (\d+)\)")
+MAX_DEPTH = 32              # arrays and inline tables nested deeper are refused before parsing
+_SPECIAL = re.compile(r"[\[\]{}#\"'\n]")
+_STRING_END = {'"': re.compile(r'\\.|"|\n'), "'": re.compile(r"'|\n"),
+               '"""': re.compile(r'\\.|"""', re.S), "'''": re.compile(r"'''")}
 
 
 @dataclass
@@ -78,13 +82,70 @@ def utf8_error(raw: bytes, e: UnicodeDecodeError, file: str) -> StudioError:
                        hint="save the file as UTF-8")
 
 
+def nesting(text: str, limit: int = MAX_DEPTH) -> tuple[int, int, int]:
+    """(depth, line, column) of the first bracket or brace opened deeper than ``limit``, else of
+    the deepest one (depth 0: none), counting outside strings and comments, in linear time: a
+    1,000-deep array is refused at its position instead of recursing in the TOML parser."""
+    depth = deepest = 0
+    where = (1, 1)
+    line, line_start, pos = 1, 0, 0
+    while (m := _SPECIAL.search(text, pos)) is not None:
+        i, c = m.start(), m.group()
+        pos = i + 1
+        if c == "\n":
+            line, line_start = line + 1, pos
+        elif c == "#":
+            end = text.find("\n", pos)
+            pos = len(text) if end < 0 else end
+        elif c in "\"'":
+            pos = _string_end(text, i, c * 3 if text.startswith(c * 3, i) else c)
+            newlines = text.count("\n", i, pos)
+            if newlines:
+                line, line_start = line + newlines, text.rfind("\n", i, pos) + 1
+        elif c in "[{":
+            depth += 1
+            if depth > deepest:
+                deepest, where = depth, (line, i - line_start + 1)
+            if depth > limit:
+                return depth, line, i - line_start + 1
+        else:
+            depth = max(0, depth - 1)
+    return deepest, *where
+
+
+def _string_end(text: str, i: int, quote: str) -> int:
+    """Where the string opening at ``i`` ends (just past its closing quote; at the line break of
+    an unterminated one-line string, which the parser then reports)."""
+    end = _STRING_END[quote]
+    pos = i + len(quote)
+    while (e := end.search(text, pos)) is not None:
+        token = e.group()
+        if token == "\n":
+            return e.start()
+        pos = e.end()
+        if token == quote:
+            if len(quote) == 3:                     # a closing run of up to five quotes ends it
+                for _ in range(2):
+                    if text.startswith(quote[0], pos):
+                        pos += 1
+            return pos
+    return len(text)
+
+
 def read_manifest(raw: bytes, file: str) -> Manifest:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
         raise utf8_error(raw, e, file) from None
+    depth, line, col = nesting(text)
+    if depth > MAX_DEPTH:
+        raise StudioError(f"arrays or inline tables nested more than {MAX_DEPTH} deep", file=file, line=line,
+                          col=col, hint="an op.toml needs a few levels at most: flatten the value")
     try:
         data = tomllib.loads(text)
+    except RecursionError:          # deeper than the scan saw (it should not happen): still no traceback
+        raise StudioError("invalid TOML: nested too deeply to parse", file=file, line=line, col=col,
+                          hint="an op.toml needs a few levels at most: flatten the value") from None
     except tomllib.TOMLDecodeError as e:
         msg = str(e)
         m = _TOML_POS.search(msg)

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..arrays import file_kind
 from ..atomic import write_many
 from ..errors import StudioError
 from .contract import Contract, build_contract
@@ -38,6 +40,52 @@ def package_files(root: Path) -> list[Path]:
     return files
 
 
+_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOCTTY", 0)
+_CHUNK = 1 << 20
+
+
+def read_regular(path: str | os.PathLike, limit: int, *, what: str, file: str | None = None,
+                 field: str | None = None, hint: str | None = None) -> bytes:
+    """The bytes of a regular file of at most ``limit`` bytes; anything else is a StudioError, found
+    without blocking and without reading more than ``limit + 1`` bytes: the type and size come from
+    ``stat`` before opening (a FIFO, a device, a socket or a folder is never opened), the open is
+    O_NONBLOCK (a FIFO swapped in after the stat cannot block it), what was opened is checked again
+    with ``fstat``, and the read stops one byte past the limit (a file that grows is still refused)."""
+    where = file or str(path)
+    try:
+        _check_stat(os.stat(path), limit, what, where, field, hint)
+        fd = os.open(path, _OPEN_FLAGS)
+    except FileNotFoundError:
+        raise StudioError(f"{what} does not exist", file=where, field=field, hint=hint) from None
+    except (OSError, ValueError) as e:              # ValueError: a NUL in the name
+        raise StudioError(f"cannot read {what}: {getattr(e, 'strerror', None) or e}", file=where, field=field,
+                          hint=hint) from None
+    try:
+        _check_stat(os.fstat(fd), limit, what, where, field, hint)
+        chunks, got = [], 0
+        while got <= limit:
+            chunk = os.read(fd, min(_CHUNK, limit + 1 - got))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            got += len(chunk)
+    except OSError as e:
+        raise StudioError(f"cannot read {what}: {e.strerror or e}", file=where, field=field, hint=hint) from None
+    finally:
+        os.close(fd)
+    if got > limit:
+        raise StudioError(f"{what} is over {limit} bytes (limit)", file=where, field=field, hint=hint)
+    return b"".join(chunks)
+
+
+def _check_stat(st: os.stat_result, limit: int, what: str, where: str, field, hint) -> None:
+    if not stat.S_ISREG(st.st_mode):
+        raise StudioError(f"{what} is {file_kind(st.st_mode)}, not a regular file", file=where, field=field,
+                          hint=hint or "replace it by a regular file")
+    if st.st_size > limit:
+        raise StudioError(f"{what} is {st.st_size} bytes (limit {limit})", file=where, field=field, hint=hint)
+
+
 def _read_inside(root: Path, rel: str, field: str, manifest_file: str) -> bytes:
     p = root / rel
     try:
@@ -48,16 +96,14 @@ def _read_inside(root: Path, rel: str, field: str, manifest_file: str) -> bytes:
     if not real.is_relative_to(root.resolve()):
         raise StudioError(f"{field} '{rel}' leads outside the package folder", file=manifest_file, field=field,
                           hint="keep every file of the op inside its package folder (no symlinks out)")
-    if not real.is_file():
-        raise StudioError(f"{field} '{rel}' is not a regular file", file=manifest_file, field=field)
-    size = real.stat().st_size
-    if size > MAX_FILE_BYTES:
-        raise StudioError(f"{field} '{rel}' is {size} bytes (limit {MAX_FILE_BYTES})", file=str(p), field=field)
-    with open(real, "rb") as f:            # bounded: a file that grows after the stat is still refused
-        data = f.read(MAX_FILE_BYTES + 1)
-    if len(data) > MAX_FILE_BYTES:
-        raise StudioError(f"{field} '{rel}' is over {MAX_FILE_BYTES} bytes (limit)", file=str(p), field=field)
-    return data
+    try:
+        mode = os.stat(real).st_mode
+    except OSError:
+        mode = 0
+    if not stat.S_ISREG(mode):                      # named in the manifest: the manifest is to blame
+        raise StudioError(f"{field} '{rel}' is {file_kind(mode)}, not a regular file", file=manifest_file,
+                          field=field, hint="an op package holds regular files only")
+    return read_regular(real, MAX_FILE_BYTES, what=f"{field} '{rel}'", file=str(p), field=field)
 
 
 def _text(raw: bytes, file: str) -> str:

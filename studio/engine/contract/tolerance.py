@@ -72,6 +72,11 @@ def check_class_fits_category(tol: Tolerance, *, file: str | None = None) -> lis
             errs.append(StudioError("'exact' needs a written justification (why no rounding happens)",
                                     file=file, field="tolerance.justification",
                                     hint="say in a sentence why every output is bit for bit determined"))
+    elif cat in NON_ARITHMETIC:
+        # an op that does no arithmetic has no rounding to allow for: anything looser than exact
+        # would let a kernel that changes the values (adds an ulp) pass as a selection
+        err(f"category '{cat}' does no arithmetic on values: it must declare 'exact', not '{tol}'",
+            "declare class = \"exact\" (each output is bit for bit an input), or fix the category")
     elif tol.kind == "ulp":
         if cat in BOUND_CATEGORIES:
             err(f"category '{cat}' accumulates; a fixed ulp count is not its contract",

@@ -1,16 +1,26 @@
 """The device layer: one wgpu adapter and device, its GPU profile, compiling WGSL with
-errors mapped onto the author's own lines, a pipeline cache keyed by kernel hash."""
+errors mapped onto the author's own lines, a pipeline cache keyed by kernel hash, and the
+isolation of one package's kernels from the next one's (workgroup memory, ``Device.isolate``)."""
 from __future__ import annotations
 
 import hashlib
 import json
 import os
 import re
+import struct
+import time
 from dataclasses import dataclass
 
 from ..errors import StudioError
+from ..resources import SHADERS
 
 os.environ.setdefault("XDG_RUNTIME_DIR", "/tmp")  # Mesa's Vulkan loader warns without it
+# With no thread of its own (one CPU, or LP_NUM_THREADS=0) llvmpipe frees and re-allocates
+# workgroup memory around every dispatch, so a kernel reads heap leftovers no clearing kernel can
+# reach; with one executor thread its memory persists and Device.isolate clears it.
+if os.environ.get("LP_NUM_THREADS", "").strip() == "0" or \
+        ("LP_NUM_THREADS" not in os.environ and (os.cpu_count() or 1) <= 1):
+    os.environ["LP_NUM_THREADS"] = "1"
 
 _SPAN = re.compile(r"(?:wgsl)?:(\d+):(\d+)")
 PROFILE_LIMITS = ("max-storage-buffer-binding-size", "max-buffer-size", "max-compute-workgroup-size-x",
@@ -125,10 +135,45 @@ def choose_adapter(wgpu, *, allow_opengl: bool | None = None):
         field="GPU adapter", hint=f"install Mesa's Vulkan software driver: `{VULKAN_INSTALL}` (lavapipe)")
 
 
+CLEAR_SHADER = "clear_workgroup.wgsl"
+CLEAR_PATIENCE = (2_000, 8_000) + (60_000,) * 6     # laps of 32 polls (~1 us a lap on lavapipe)
+
+
+def zeroes_workgroup_memory(profile: GpuProfile) -> bool:
+    """Whether the driver keeps WebGPU's promise that workgroup memory starts zeroed. Mesa's
+    llvmpipe/lavapipe (22.3) does not: measured, a kernel reads the previous kernel's values."""
+    return "llvmpipe" not in str(profile.adapter.get("device", "")).lower()
+
+
+def llvmpipe_executors() -> int:
+    """How many threads llvmpipe runs workgroups on: it starts one rasterizer thread per
+    executor, named llvmpipe-0, llvmpipe-1, ... (Linux shows them in /proc); elsewhere Mesa's
+    own rule (LP_NUM_THREADS, else the CPU count, at most 16)."""
+    found = -1
+    try:
+        for tid in os.listdir("/proc/self/task"):
+            try:
+                with open(f"/proc/self/task/{tid}/comm") as f:
+                    name = f.read().strip()
+            except OSError:
+                continue
+            if name.startswith("llvmpipe-") and name[9:].isdigit():
+                found = max(found, int(name[9:]))
+    except OSError:
+        pass
+    if found >= 0:
+        return found + 1
+    env = os.environ.get("LP_NUM_THREADS", "").strip()
+    return max(1, min(int(env) if env.isdigit() else (os.cpu_count() or 1), 16))
+
+
 class Device:
     """wgpu adapter + device. Tests and the worker use the same class: no mocks."""
 
-    def __init__(self, *, allow_opengl: bool | None = None):
+    def __init__(self, *, allow_opengl: bool | None = None, isolate_workgroups: bool | None = None):
+        """``isolate_workgroups``: clear workgroup memory between packages (``isolate``); by
+        default only where the driver does not zero it itself. False exists for the test that
+        shows the leak."""
         wgpu = wgpu_module()
         self.wgpu = wgpu
         adapter = choose_adapter(wgpu, allow_opengl=allow_opengl)
@@ -140,6 +185,14 @@ class Device:
         self.profile = GpuProfile(info, wgpu.__version__, limits)
         self._modules: dict[str, object] = {}
         self._pipelines: dict[tuple, object] = {}
+        if isolate_workgroups is None:
+            isolate_workgroups = not zeroes_workgroup_memory(self.profile)
+        self.isolates_workgroups = bool(isolate_workgroups)
+        self.executors = llvmpipe_executors() if self.isolates_workgroups else 0
+        self.workgroup_clears = 0           # clears done (each proven to have reached every executor)
+        self._clear = None                  # (pipeline, layout, groups), built on first use
+        self._owner: str | None = None      # whose kernel ran last; None: nobody's yet (heap leftovers),
+                                            # "": nobody's since a clear
 
     @property
     def pipeline_count(self) -> int:
@@ -194,3 +247,63 @@ class Device:
             compute={"module": module, "entry_point": entry})
         hit = self._pipelines[key] = (pipe, layouts)
         return hit
+
+    # -------------------------------------------------------------- isolation
+    def isolate(self, owner: str) -> None:
+        """Call before a kernel of ``owner`` (a package: id and content hash) is dispatched. If the
+        last kernel on this device was someone else's, or none ran yet, workgroup memory is
+        cleared first (on drivers that do not zero it), so no kernel reads another package's
+        values out of it. Kernels of one package in a row pay nothing."""
+        if owner != self._owner and self._owner != "" and self.isolates_workgroups:
+            self.clear_workgroup_memory()
+        self._owner = owner
+
+    def clear_workgroup_memory(self) -> int:
+        """Zero the workgroup memory of every executor thread (studio/resources/shaders/
+        clear_workgroup.wgsl); returns the attempts it took. Each attempt is accepted only when
+        all its workgroups met, i.e. ran at once on that many distinct executors; a StudioError
+        when they could not be made to meet."""
+        if self._clear is None:
+            self._clear = self._clear_pipeline()
+        wgpu, dev = self.wgpu, self.device
+        pipe, layout, groups = self._clear
+        for attempt, patience in enumerate(CLEAR_PATIENCE, 1):
+            meet = dev.create_buffer_with_data(data=struct.pack("<4I", 0, 0, 0, patience),
+                                               usage=wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC)
+            enc = dev.create_command_encoder()
+            cp = enc.begin_compute_pass()
+            cp.set_pipeline(pipe)
+            cp.set_bind_group(0, dev.create_bind_group(layout=layout, entries=[
+                {"binding": 0, "resource": {"buffer": meet, "offset": 0, "size": 16}}]))
+            cp.dispatch_workgroups(groups)
+            cp.end()
+            dev.queue.submit([enc.finish()])
+            _, met, dirty, _ = struct.unpack("<4I", bytes(dev.queue.read_buffer(meet))[:16])
+            if met == groups and not dirty:
+                self.workgroup_clears += 1
+                self._owner = ""
+                return attempt
+            time.sleep(0.002 * attempt)          # let the driver's threads be scheduled
+        raise StudioError(
+            f"could not clear the device's workgroup memory between two packages' kernels: its "
+            f"{groups} executor threads did not all run the clearing kernel ({len(CLEAR_PATIENCE)} attempts)",
+            field="GPU adapter", hint="the machine is probably too busy to schedule the driver's threads; "
+                                      "try again, or set LP_NUM_THREADS to fewer threads")
+
+    def prepare_isolation(self) -> None:
+        """Compile the clearing kernel now and clear once (llvmpipe compiles a kernel at its first
+        dispatch, ~0.3 s): the device worker's child does this while it starts."""
+        if self.isolates_workgroups and self._owner is None:
+            self.clear_workgroup_memory()
+
+    def _clear_pipeline(self):
+        words = int(self.profile.limits.get("max-compute-workgroup-storage-size", 16384)) // 4
+        groups = max(1, int(self.executors or 1))
+        source = (SHADERS / CLEAR_SHADER).read_text()
+        module = self.compile(source, file=str(SHADERS / CLEAR_SHADER))
+        layouts = self.bind_group_layouts({0: [{"binding": 0, "kind": "storage", "access": "read_write",
+                                               "min_size": 16}]})
+        pipe = self.device.create_compute_pipeline(
+            layout=self.device.create_pipeline_layout(bind_group_layouts=layouts),
+            compute={"module": module, "entry_point": "main", "constants": {"WORDS": words, "GROUPS": groups}})
+        return pipe, layouts[0], groups

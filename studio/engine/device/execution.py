@@ -39,6 +39,7 @@ class KernelProgram:
     workgroup_size: int
     invocations: object                # an Expr over the signature's symbols
     bindings: object                   # a BindingDescriptor
+    owner: str = ""                    # whose code it is (package_owner); "": the op name stands for it
 
 
 def forward_program(pkg: OpPackage) -> KernelProgram:
@@ -47,7 +48,13 @@ def forward_program(pkg: OpPackage) -> KernelProgram:
         raise StudioError(f"{pkg.id} is a composite op: it has no kernel of its own", file=pkg.manifest_path,
                           field="backward.text", hint="run it with run_op or in a workflow; its steps' kernels run")
     return KernelProgram(pkg.id, pkg.kernel_source, pkg.kernel_path, c.kernel.entry, c.kernel.workgroup_size,
-                         c.kernel.invocations, c.bindings)
+                         c.kernel.invocations, c.bindings, owner=package_owner(pkg))
+
+
+def package_owner(pkg: OpPackage) -> str:
+    """Who a kernel belongs to, for Device.isolate: kernels of one package (its forward and
+    backward) may see each other's workgroup memory, no other package's."""
+    return f"{pkg.id}@{pkg.hash}"
 
 
 @dataclass
@@ -112,12 +119,14 @@ def dispatch(program: KernelProgram, prepared: list[tuple[dict, dict, dict]], *,
              guard: bool = False) -> list[Result]:
     """Run a kernel program once per (env, output shapes, typed input arrays) in one submission.
     Bindings named in the inputs are uploaded read-only; every other storage binding is allocated
-    (poisoned under ``guard``) and read back when its name is in the output shapes."""
+    (poisoned under ``guard``) and read back when its name is in the output shapes. Workgroup
+    memory is cleared first when the device's last kernel was another package's (Device.isolate)."""
     wgpu, dev = device.wgpu, device.device
     desc = program.bindings
     user_lines = program.source.count("\n") + 1
     pipe, layouts = device.pipeline(program.source, program.entry, layout_groups(desc),
                                     file=program.path, user_lines=user_lines)
+    device.isolate(program.owner or program.op)
     max_groups = device.profile.limits.get("max-compute-workgroups-per-dimension", 65535)
     enc = dev.create_command_encoder()
     pending = []

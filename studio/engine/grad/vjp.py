@@ -12,8 +12,9 @@ from __future__ import annotations
 import numpy as np
 
 from ..context import Context
+from ..contract.expr import unknown_symbols
 from ..contract.package import OpPackage
-from ..device.execution import KernelProgram, dispatch
+from ..device.execution import KernelProgram, Result, dispatch, package_owner
 from ..device.layout import check_layout
 from ..errors import StudioError
 from ..precision import is_float, numpy_dtype, to_f64
@@ -175,20 +176,20 @@ def backward_program(pkg: OpPackage) -> KernelProgram:
         raise StudioError(f"{pkg.id} declares no device VJP", file=pkg.manifest_path, field="backward.kernel",
                           hint='add on device("backward.wgsl") to the vjp rule and a [backward] kernel section')
     return KernelProgram(f"{pkg.id} (backward)", pkg.backward_source, pkg.backward_path, bk.entry,
-                         bk.workgroup_size, bk.invocations, bk.bindings)
+                         bk.workgroup_size, bk.invocations, bk.bindings, owner=package_owner(pkg))
 
 
-def device_vjp(ctx: Context, pkg: OpPackage, inputs: dict, params: dict, cotangents: dict, *,
-               outputs: dict | None = None) -> dict[str, np.ndarray]:
-    """The declared backward on the device (f32): the [backward] kernel for the inputs whose rule
-    says `on device(...)`; rules without a device kernel run on the reference path, rounded to f32."""
+def backward_dispatch(ctx: Context, pkg: OpPackage, items: list[tuple[dict, dict, dict, dict | None]], *,
+                      guard: bool = False) -> list[Result]:
+    """The [backward] kernel on many (inputs, params, cotangents, forward outputs or None) in one
+    submission; with ``guard`` the gradients are poisoned and canaried like conformance's outputs."""
     c = pkg.contract
     on_device = device_inputs(pkg)
-    grads: dict[str, np.ndarray] = {}
-    if on_device:
-        program = backward_program(pkg)
+    program = backward_program(pkg)
+    tensors = backward_tensors(pkg)
+    prepared = []
+    for inputs, params, cotangents, outputs in items:
         env = c.signature.resolve({k: np.shape(v) for k, v in inputs.items()}, dict(params))
-        tensors = backward_tensors(pkg)
         arrays = {}
         for b in program.bindings:
             role, dtype, _ = tensors.get(b.name, ("scratch", None, None))
@@ -201,8 +202,18 @@ def device_vjp(ctx: Context, pkg: OpPackage, inputs: dict, params: dict, cotange
             else:
                 src = inputs[b.name] if role == "input" else cotangents[b.name]
             arrays[b.name] = np.ascontiguousarray(np.asarray(src, dtype=numpy_dtype(dtype)))
-        shapes = {gradient_name(n): tuple(np.shape(inputs[n])) for n in on_device}
-        res = dispatch(program, [(env, shapes, arrays)], device=ctx.device)[0]
+        prepared.append((env, {gradient_name(n): tuple(np.shape(inputs[n])) for n in on_device}, arrays))
+    return dispatch(program, prepared, device=ctx.device, guard=guard)
+
+
+def device_vjp(ctx: Context, pkg: OpPackage, inputs: dict, params: dict, cotangents: dict, *,
+               outputs: dict | None = None) -> dict[str, np.ndarray]:
+    """The declared backward on the device (f32): the [backward] kernel for the inputs whose rule
+    says `on device(...)`; rules without a device kernel run on the reference path, rounded to f32."""
+    on_device = device_inputs(pkg)
+    grads: dict[str, np.ndarray] = {}
+    if on_device:
+        res = backward_dispatch(ctx, pkg, [(inputs, params, cotangents, outputs)])[0]
         grads = {n: res.outputs[gradient_name(n)] for n in on_device}
     rest = [n for n in vjp_inputs(pkg) if n not in grads]
     if rest:
@@ -258,10 +269,8 @@ def check_backward_kernel(pkg, *, device=None) -> list[StudioError]:
             errors.append(StudioError(f"{b.name} is bound as '{b.layout}' but the VJP's {role} needs '{want}'",
                                       file=desc.file, line=b.line, col=b.col, field=b.name,
                                       hint=f"write: {b.name} : {want}"))
-    stray = sorted(bk.invocations.symbols() - c.signature.symbols)
-    if stray:
-        errors.append(StudioError(f"[backward] invocations uses unknown symbol(s) {', '.join(stray)}", file=mf,
-                                  field="backward.invocations"))
+    errors += unknown_symbols(bk.invocations, set(c.signature.symbols), "[backward] invocations", mf,
+                              "backward.invocations")
     if device is not None and not errors:
         try:
             errors += check_layout(device, pkg.backward_source, desc, entry=bk.entry,

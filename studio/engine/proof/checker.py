@@ -7,11 +7,13 @@ from ..context import Context
 from ..contract import backward as backward_mod
 from ..contract import bindings as bindings_mod
 from ..contract.package import OpPackage
+from ..contract.expr import unknown_symbols
 from ..contract.tolerance import check_class_fits_category
 from ..device.layout import check_layout
 from ..errors import StudioError
 from ..grad.composite import check_composition
 from ..grad.vjp import check_backward_kernel
+from .geometry import check_workgroup_size
 
 
 @dataclass
@@ -66,10 +68,19 @@ def check_package(ctx: Context, pkg: OpPackage, *, compile_kernel: bool = True) 
     else:
         step("bindings carry the signature's tensors", [e.shifted(file=mf) if e.file is None else e for e in
                                                         bindings_mod.check_against_signature(c.bindings, c.signature)])
-        unknown = sorted(c.kernel.invocations.symbols() - _symbols(c))
         step("kernel invocations use signature symbols",
-             [StudioError(f"[kernel] invocations uses unknown symbol(s) {', '.join(unknown)}", file=mf,
-                          field="kernel.invocations")] if unknown else [])
+             unknown_symbols(c.kernel.invocations, _symbols(c), "[kernel] invocations", mf, "kernel.invocations"))
+    geometry_errors = []
+    for spec, source, path, fld in ((c.kernel, pkg.kernel_source, pkg.kernel_path, "kernel.workgroup_size"),
+                                      (c.backward_kernel, pkg.backward_source, pkg.backward_path,
+                                       "backward.workgroup_size")):
+        if spec is not None and source:
+            errs, warns = check_workgroup_size(source, spec.entry, spec.workgroup_size, kernel_file=path,
+                                               field=fld, manifest_file=mf)
+            geometry_errors += errs
+            rep.warnings += warns
+    if c.kernel is not None:
+        step("@workgroup_size agrees with the declared workgroup_size", geometry_errors)
     step(f"tolerance class {c.tolerance} fits category '{c.tolerance.category}'",
          check_class_fits_category(c.tolerance, file=mf))
     step("backward declaration names signature inputs", backward_mod.check_against_signature(c.backward, c.signature))

@@ -1,7 +1,11 @@
 """The conformance corpus, generated from the signature alone: the author never picks the cases.
 
-Deterministic for a given (generator version, seed, large): the same cases, bit for bit, on
-every machine; their content hash goes into the receipt."""
+Deterministic for a given identity (generator version, seed, large, fold size): the same cases,
+bit for bit, on every machine; their content hash goes into the receipt. What it covers
+(docs/verification.md): every size class the signature admits (the minimum, boundaries, random,
+optionally 10⁶ and the engine's own 2-D launch fold), every value kind the input domains admit
+(magnitudes up to the float maximum where `finite` allows), float parameters at their boundaries,
+tiny, huge and random, and every value of a small parameter domain with every value kind."""
 from __future__ import annotations
 
 import hashlib
@@ -10,25 +14,27 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..contract.signature import Signature
+from ..contract.signature import Domain, Signature
 from ..errors import StudioError
 from ..precision import is_float, numpy_dtype
 
 GENERATOR = "scellis-corpus"
-VERSION = 1
+VERSION = 2
 BOUNDARY_SIZES = (63, 64, 65, 255, 256, 257)
 LARGE_SIZE = 1_000_003
 MIN_COMBOS = 4             # the shape sweep runs at least this often (fresh values each time)
 SMALL_DOMAIN = 64          # an integer param with at most this many admissible values is enumerated
 VALUE_KINDS = ("normal", "uniform", "constant", "duplicates", "ascending", "descending", "spikes",
-               "signed_zeros", "subnormal", "huge")
+               "signed_zeros", "subnormal", "huge", "extreme")
+PAIRWISE_SPAN = 48         # the pairwise cases' sizes: the minimum plus up to this much
+FLT_MAX = float(np.finfo(np.float32).max)
 SPECIAL_KINDS = ("inf", "nan")   # only where the input's value domain admits them
 
 
 @dataclass
 class CorpusCase:
     index: int
-    shape_kind: str                    # minimum | above_minimum | boundary | random | large
+    shape_kind: str                    # minimum | above_minimum | boundary | random | pairwise | large | fold
     value_kind: str
     dims: dict[str, int]
     params: dict[str, int | float]
@@ -47,11 +53,13 @@ class Corpus:
     seed: int
     large: bool
     cases: list[CorpusCase]
+    fold_size: int | None = None       # the size past the engine's 2-D launch fold, when included
 
     @property
     def identity(self) -> dict:
         return {"generator": GENERATOR, "version": VERSION, "seed": self.seed, "large": self.large,
-                "signature": self.signature.text}
+                "signature": self.signature.text, "fold_size": self.fold_size,
+                "coverage": "every small-domain parameter value x every value kind"}
 
     @property
     def hash(self) -> str:
@@ -84,10 +92,28 @@ def param_values(sig: Signature, rng: np.random.Generator) -> dict[str, list]:
                 want = 1 if p.parity == "odd" else 0
                 vals = [v for v in vals if v % 2 == want] or [v + 1 for v in vals if (v + 1) % 2 == want and v + 1 <= hi]
         else:
-            base = [0.0, 1.0, -1.0, 0.5, -2.75, 3.0e3, float(np.float32(rng.normal()))]
-            vals = [v for v in base if (lo is None or v >= lo) and (hi is None or v <= hi)] or [float(lo if lo is not None else hi)]
+            vals = float_param_values(lo, hi, rng)
         out[p.name] = vals
     return out
+
+
+def float_param_values(lo, hi, rng: np.random.Generator) -> list[float]:
+    """A float parameter across its whole domain: its boundaries and their neighbours, zero and
+    one, tiny, huge, and seeded random values (log-uniform over the span and uniform within it)."""
+    lo_ = -FLT_MAX if lo is None else float(lo)
+    hi_ = FLT_MAX if hi is None else float(hi)
+    f = lambda v: float(np.float32(v))
+    cands = [lo_, hi_, f(np.nextafter(np.float32(lo_), np.float32(hi_))), f(np.nextafter(np.float32(hi_), np.float32(lo_))),
+             0.0, 1.0, -1.0, 1e-30, -1e-30, 1e-3, 1e30, -1e30, 2.0 ** -140, 10.0, 100.0, 1000.0, -10.0, -1000.0]
+    span = max(abs(lo_), abs(hi_), 1.0)
+    cands += [f(rng.choice([-1, 1]) * 10 ** rng.uniform(-6, np.log10(span))) for _ in range(4)]
+    cands += [f(rng.uniform(max(lo_, -1e6), min(hi_, 1e6))) for _ in range(3)]
+    vals = []
+    for v in cands:
+        v = f(v)
+        if lo_ <= v <= hi_ and np.isfinite(v) and v not in vals:
+            vals.append(v)
+    return vals or [f(lo_)]
 
 
 def _values(kind: str, shape: tuple, dtype: str, domain, rng: np.random.Generator) -> np.ndarray:
@@ -122,6 +148,8 @@ def _values(kind: str, shape: tuple, dtype: str, domain, rng: np.random.Generato
         a = rng.choice([-1, 1], size=n) * rng.integers(1, 2**23, size=n) * 2.0 ** -149
     elif kind == "huge":
         a = rng.choice([-1, 1], size=n) * 10 ** rng.uniform(17, 19, size=n)
+    elif kind == "extreme":            # up to the float maximum: where `finite` allows, it is allowed
+        a = rng.choice([-1, 1], size=n) * np.minimum(10 ** rng.uniform(20, 38.6, size=n), FLT_MAX)
     elif kind == "inf":
         a = rng.normal(size=n)
         a[rng.integers(0, n, size=max(1, n // 8))] = rng.choice([np.inf, -np.inf])
@@ -138,7 +166,20 @@ def _values(kind: str, shape: tuple, dtype: str, domain, rng: np.random.Generato
     return a.reshape(shape)
 
 
-def generate(sig: Signature, *, seed: int = 0, large: bool = False) -> Corpus:
+def fold_case_size(workgroup_size: int, max_groups: int = 65535, margin: int = 256) -> int:
+    """A swept size whose launch folds into 2-D: more invocations than ``max_groups`` workgroups of
+    ``workgroup_size`` hold in x (kernels index gid.x + gid.y * num_workgroups.x * workgroup_size).
+    The margin covers invocation counts a little below the size (n - w + 1); conformance checks
+    that the case really folds."""
+    return max_groups * workgroup_size + 1 + margin
+
+
+def cotangent_values(kind: str, shape: tuple, rng: np.random.Generator) -> np.ndarray:
+    """Values of one kind for a cotangent (finite f32: a cotangent is a gradient)."""
+    return _values(kind, tuple(shape), "f32", Domain("finite"), rng)
+
+
+def generate(sig: Signature, *, seed: int = 0, large: bool = False, fold_size: int | None = None) -> Corpus:
     rng = np.random.default_rng([seed, VERSION])
     pvals = param_values(sig, rng)
     primary, size_param = _primary(sig)
@@ -178,6 +219,16 @@ def generate(sig: Signature, *, seed: int = 0, large: bool = False) -> Corpus:
                 add("boundary", kinds[(rot + 2 + j) % len(kinds)], sizes_for(b), with_size(b))
         r = int(rng.integers(smallest, smallest + 2000))
         add("random", kinds[(rot + 8) % len(kinds)], sizes_for(r), with_size(r))
+    # pairwise: every value of a small parameter domain meets every value kind, on small inputs
+    for params in _distinct(combos):
+        dims = {s: int(rng.integers(1, 9)) for s in other_dims}
+        smallest = _minimum(sig, primary, size_param, dims, params)
+        if smallest is None:
+            continue
+        for k in kinds:
+            v = smallest + int(rng.integers(0, PAIRWISE_SPAN + 1))
+            add("pairwise", k, {**dims, primary: v} if not size_param else dims,
+                {**params, size_param: v} if size_param else params)
     # every value kind on a mid-sized input for the first few parameter combinations
     for params in combos[:3]:
         dims = {s: int(rng.integers(1, 9)) for s in other_dims}
@@ -193,10 +244,31 @@ def generate(sig: Signature, *, seed: int = 0, large: bool = False) -> Corpus:
         dims = {s: int(rng.integers(1, 9)) for s in other_dims}
         add("large", "spikes", {**dims, primary: LARGE_SIZE} if not size_param else dims,
             {**params, size_param: LARGE_SIZE} if size_param else params)
+    if fold_size is not None and combos:
+        params, dims = combos[0], {s: 1 for s in other_dims}
+        add("fold", "normal", {**dims, primary: fold_size} if not size_param else dims,
+            {**params, size_param: fold_size} if size_param else params)
     if not cases:
         raise StudioError("the signature admits no input the corpus generator can build",
                           hint="check that the param ranges and relations can all hold at once")
-    return Corpus(sig, seed, large, cases)
+    return Corpus(sig, seed, large, cases, fold_size)
+
+
+def regenerate(sig: Signature, identity: dict) -> Corpus:
+    """The corpus a receipt's corpus identity names (for verifying the receipt)."""
+    fold = identity.get("fold_size")
+    return generate(sig, seed=int(identity["seed"]), large=bool(identity["large"]),
+                    fold_size=int(fold) if fold is not None else None)
+
+
+def _distinct(combos: list[dict]) -> list[dict]:
+    seen, out = set(), []
+    for c in combos:
+        key = tuple(sorted(c.items()))
+        if key not in seen:
+            seen.add(key)
+            out.append(c)
+    return out
 
 
 def _dim_symbols(sig: Signature) -> list[str]:

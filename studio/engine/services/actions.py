@@ -12,7 +12,7 @@ from ..context import Context
 from ..contract.package import MANIFEST, OpPackage, load_package, write_package
 from ..errors import StudioError
 from ..grad.run import run_op
-from ..proof import receipts
+from ..proof import gradcoverage, receipts
 from ..proof.checker import check_package
 from ..proof.conformance import ConformanceReport, report_lines
 from ..proof.conformance import conform as run_conformance
@@ -29,19 +29,37 @@ def resolve(ctx: Context, target: str) -> OpPackage:
 
 
 # ------------------------------------------------------------------ what a pass earns
-def earn_conformance_receipt(pkg: OpPackage, rep: ConformanceReport, *, full_corpus: bool) -> Path | None:
+def earn_conformance_receipt(pkg: OpPackage, rep: ConformanceReport, *, full_corpus: bool,
+                             seal=None) -> Path | None:
     """A receipt is what a pass of the whole corpus earns (never a single case, never a failure)."""
     if not (rep.ok and full_corpus):
         return None
-    return receipts.write_receipt(pkg, receipts.make_receipt(pkg, rep))
+    return receipts.write_receipt(pkg, receipts.make_receipt(pkg, rep), seal)
 
 
-def earn_gradcheck_receipt(pkg: OpPackage, rep: GradcheckReport) -> Path | None:
+def earn_gradcheck_receipt(pkg: OpPackage, rep: GradcheckReport, *, seal=None) -> Path | None:
     """A verdict under the contract's own tolerance is recorded (pass, fail or inconclusive: training
-    reads it); one under a tolerance given on the command line certifies nothing and is not."""
+    reads it); one under a tolerance given on the command line certifies nothing and is not. A pass
+    never replaces a passing receipt that covers more (`scellis gradcheck --param w=29` after the
+    full sweep keeps the sweep's receipt)."""
     if rep.tolerance_source == "override":
         return None
-    return receipts.write_gradcheck_receipt(pkg, rep)
+    if rep.verdict == "pass" and receipts.gradcheck_status(pkg, seal=seal)[0] == "pass":
+        old = gradcoverage.recorded(pkg)
+        new = rep.to_json().get("coverage") or {}
+        if old is not None and _covers(old, new):
+            return receipts.gradcheck_receipt_path(pkg)
+    return receipts.write_gradcheck_receipt(pkg, rep, seal=seal)
+
+
+def _covers(old: dict, new: dict) -> bool:
+    """Whether coverage ``old`` holds every parameter value ``new`` does."""
+    have, want = old.get("params") or {}, new.get("params") or {}
+    try:
+        return all(set(map(float, (want[k] or {}).get("values", []))) <= set(map(float, (have.get(k) or {}).get("values", [])))
+                   for k in want)
+    except (TypeError, ValueError, AttributeError):
+        return False
 
 
 # ------------------------------------------------------------------ the use cases
@@ -54,7 +72,7 @@ def conform(ctx: Context, pkg: OpPackage, *, seed: int = 0, large: bool = False,
     rep = run_conformance(ctx, pkg, seed=seed, large=large, only_case=case, progress=progress)
     out = rep.to_json()
     if receipt:
-        path = earn_conformance_receipt(pkg, rep, full_corpus=case is None)
+        path = earn_conformance_receipt(pkg, rep, full_corpus=case is None, seal=ctx.seal)
         if path is not None:
             out["receipt"] = str(path)
     out["lines"] = report_lines(rep)
@@ -66,7 +84,7 @@ def gradcheck(ctx: Context, pkg: OpPackage, *, params: dict | None = None, h: fl
     rep = run_gradcheck(ctx, pkg, params, h=h or DEFAULT_H, seed=seed, tolerance=tolerance)
     out = rep.to_json()
     if receipt:
-        path = earn_gradcheck_receipt(pkg, rep)
+        path = earn_gradcheck_receipt(pkg, rep, seal=ctx.seal)
         if path is not None:
             out["receipt"] = str(path)
     return out
@@ -89,7 +107,7 @@ class Proof:
 
 def require_proof(ctx: Context, pkg: OpPackage, *, progress=None) -> Proof:
     """The op's receipt for ``ctx``'s GPU profile, or conformance now; raises on a failing op."""
-    status = receipts.local_status(pkg, ctx.device.profile.id)
+    status = receipts.local_status(pkg, ctx.device.profile.id, ctx.seal)
     if status == "valid":
         return Proof(pkg.id, "valid")
     rep = run_conformance(ctx, pkg, progress=progress)
@@ -99,7 +117,7 @@ def require_proof(ctx: Context, pkg: OpPackage, *, progress=None) -> Proof:
             + "\n".join(report_lines(rep)),
             file=str(pkg.root / MANIFEST), hint=f"fix the kernel; reproduce with `scellis conform {pkg.root}`")
     try:
-        path = earn_conformance_receipt(pkg, rep, full_corpus=True)
+        path = earn_conformance_receipt(pkg, rep, full_corpus=True, seal=ctx.seal)
     except OSError:   # a read-only install: the proof still holds for this run
         path = None
     return Proof(pkg.id, "earned", rep.total, rep.seconds, str(path) if path else None)
@@ -114,13 +132,8 @@ def run(ctx: Context, pkg: OpPackage, *, inputs: dict | None = None, params: dic
 
 def verify_receipts(ctx: Context, pkg: OpPackage) -> list[dict]:
     """Every receipt file of the package, judged for this GPU profile: path, status, problems."""
-    here = ctx.device.profile.id
-    out = []
-    for path, r in receipts.receipts(pkg):
-        v = receipts.verify_receipt(pkg, r, here) if r is not None else None
-        out.append({"path": str(path), "status": v.status if v else "malformed",
-                    "problems": list(v.problems) if v else []})
-    return out
+    return [{"path": str(path), "status": v.status, "problems": list(v.problems)}
+            for path, v in receipts.judge_receipts(pkg, ctx.device.profile.id, ctx.seal)]
 
 
 def profile(ctx: Context) -> dict:

@@ -8,7 +8,9 @@ ladder (docs/gradients.md):
 - ``composite``: the op is its steps; they are recorded on the tape one by one, so reverse
   mode derives its backward (the steps' own rungs apply);
 - ``declared`` (vjp rules): allowed only once gradcheck passed for this exact content (a
-  receipt, studio/engine/proof/gradcheck.py); an unchecked, failing or inconclusive one is refused;
+  receipt, studio/engine/proof/gradcheck.py); an unchecked, failing or inconclusive one is refused.
+  A call whose params the receipt does not cover (studio/engine/proof/gradcoverage.py) is checked
+  at its own params first, and refused unless that check passes too;
 - ``nondifferentiable``: any training that needs a gradient through it is refused, naming it.
 """
 from __future__ import annotations
@@ -22,7 +24,10 @@ from ..errors import StudioError
 from ..grad.composite import evaluate
 from ..grad.run import run_op
 from ..grad.vjp import cotangent_name, device_vjp, reference_vjp, vjp_inputs
-from ..proof.receipts import gradcheck_status
+from ..proof.gradcheck import gradcheck
+from ..proof.gradcoverage import outside, param_args, recorded
+from ..proof.conformance import conform, report_lines
+from ..proof.receipts import gradcheck_status, local_status
 
 
 @dataclass(eq=False)
@@ -46,6 +51,7 @@ class Node:
     outputs: dict[str, Value]
     within: str | None = None         # the composite op this call is a step of
     vjp_place: str | None = None      # device | reference, once backward ran
+    own_check: str | None = None      # why its params were checked here (outside the receipt's coverage)
 
     @property
     def label(self) -> str:
@@ -57,11 +63,14 @@ class Tape:
     """Record op calls, then `backward(loss)`. ctx: the process's context (device, catalog,
     references); receipts: where gradcheck receipts are looked up (default: each package's
     receipts/gradcheck/); place: "device" runs declared backward kernels on the GPU, "reference"
-    runs every VJP on the reference path (rounded to f32)."""
+    runs every VJP on the reference path (rounded to f32); checks: the verdicts of the gradchecks
+    run for calls outside a receipt's coverage, keyed by content hash and params (pass one dict to
+    several tapes to run each such check once)."""
     ctx: Context
     receipts: str | None = None
     place: str = "device"
     nodes: list[Node] = field(default_factory=list)
+    checks: dict = field(default_factory=dict)
 
     def leaf(self, array, *, name: str = "", trainable: bool = False) -> Value:
         return Value(np.ascontiguousarray(np.asarray(array, dtype=np.float32)
@@ -133,13 +142,56 @@ class Tape:
                               "trainable values", file=pkg.manifest_path, field="backward.text",
                               hint=f"add: vjp {missing[0]}: reference(...)")
         if kind == "vjp":
-            status, why = gradcheck_status(pkg, self.receipts)
+            status, why = gradcheck_status(pkg, self.receipts, seal=self.ctx.seal)
             if status != "pass":
                 verb = {"none": "has not been checked", "fail": "failed gradcheck",
                         "inconclusive": "was only inconclusively checked"}.get(status, "has no valid gradcheck")
                 raise StudioError(f"{node.label}: its declared VJP {verb}; training will not use it ({why})",
                                   file=pkg.manifest_path, field="backward.text",
                                   hint=f"run `scellis gradcheck {pkg.root}` until it passes")
+            reasons = outside(recorded(pkg, self.receipts), pkg.contract.signature, node.params)
+            if reasons:
+                self._check_here(node, reasons)
+        if self.place == "device" and pkg.contract.backward_kernel is not None:
+            self._require_backward_conformance(node)
+
+    def _require_backward_conformance(self, node: Node) -> None:
+        """A device VJP runs in training only when backward conformance passed for this content on
+        this GPU profile: a valid (sealed) conformance receipt, or conformance now, once per
+        content and profile in this process (``ctx.proven``)."""
+        pkg, ctx = node.pkg, self.ctx
+        key = (pkg.hash, ctx.device.profile.id)
+        if key not in ctx.proven:
+            if local_status(pkg, key[1], ctx.seal) == "valid":
+                ctx.proven[key] = (True, "a valid conformance receipt")
+            else:
+                rep = conform(ctx, pkg)
+                why = ("conformance passed here" if rep.ok else
+                       "; ".join(report_lines(rep)[-3:]).replace("  ", " ").strip())
+                ctx.proven[key] = (rep.ok, why)
+        ok, why = ctx.proven[key]
+        if not ok:
+            raise StudioError(f"{node.label}: its device VJP fails conformance on this GPU profile ({why}); "
+                              "training will not run it on the device", file=pkg.backward_path or pkg.manifest_path,
+                              hint=f"run `scellis conform {pkg.root}` and fix the backward kernel, or train with "
+                                   "place='reference'")
+
+    def _check_here(self, node: Node, reasons: list[str]) -> None:
+        """A call outside the receipt's coverage: gradcheck at the call's own params, now (once per
+        content and params for the tapes sharing ``checks``); refused unless it passes."""
+        pkg = node.pkg
+        key = (pkg.hash, tuple(sorted((k, repr(v)) for k, v in node.params.items())))
+        if key not in self.checks:
+            rep = gradcheck(self.ctx, pkg, dict(node.params))
+            self.checks[key] = (rep.verdict, rep.why)
+        verdict, why = self.checks[key]
+        cmd = f"scellis gradcheck {pkg.root} {param_args(node.params)}".rstrip()
+        if verdict != "pass":
+            raise StudioError(f"{node.label}: its gradcheck receipt does not cover this call ({'; '.join(reasons)}), "
+                              f"and gradcheck at the call's own params gives {verdict.upper()}: {why}; training will "
+                              "not use its declared VJP", file=pkg.manifest_path, field="backward.text",
+                              hint=f"see the report: `{cmd}`")
+        node.own_check = "; ".join(reasons)
 
     def ladder(self, loss: Value) -> list[str]:
         """One line per differentiated call: its rung, where its VJP runs, its subgradient convention."""
@@ -148,6 +200,8 @@ class Tape:
             c = node.pkg.contract
             where = "device" if self.place == "device" and c.backward_kernel is not None else "reference path"
             line = f"{node.label}: declared vjp, gradcheck passed, runs on the {where}"
+            if node.own_check:
+                line += f"; checked here at its own params ({node.own_check})"
             if c.subgradient:
                 line += f"; subgradient: {c.subgradient}"
             out.append(line)

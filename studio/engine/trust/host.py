@@ -9,26 +9,30 @@ The engine never executes a package's ``reference.py`` in its own interpreter. E
 - restricts itself with Landlock (Linux >= 5.13) so that it can create, write, rename or delete
   files only beneath its own temporary folder, and cannot connect or bind TCP sockets,
 - runs under ``setrlimit`` limits: CPU seconds per call (and a lifetime cap), address space,
-  the size of files it writes, open files, no core dumps,
+  the size of files it writes, no core dumps,
+- once its own imports are done, installs a seccomp filter (studio/engine/trust/seccomp.py):
+  no program runs, no process starts (threads do), no socket of any family is made or
+  connected, no signal reaches another process — whatever Python or C API a reference uses,
 - installs a Python audit hook refusing subprocesses, ``fork``/``exec``, sockets, ``ctypes``
-  and writes outside the temporary folder (best effort: an audit hook is not a security
-  boundary on its own; Landlock and the namespace are),
+  and writes outside the temporary folder (best effort, and a clearer message; the kernel
+  layers are the boundary),
 - works in a temporary folder (its cwd, ``HOME`` and ``TMPDIR``), removed when the host ends,
+- imports the package's own modules only from a private snapshot of exactly the files its
+  content hash covers (``load``): a ``__pycache__``, ``.pyc`` or dot-file beside the package
+  is never imported,
 - dies with the process that started it (``PR_SET_PDEATHSIG``).
 
 Which of these the running kernel actually enforced is reported by the host at start-up
 (``Host.enforced``); docs/security.md lists them.
 
-The host talks over its stdin/stdout with a small framed codec (``encode_frame`` and
-``FrameReader``, used by both sides): a JSON header plus raw array buffers. There is no pickle
-in either direction: a reply from code we do not trust is decoded as JSON and numeric numpy
-buffers only, so a hostile reference cannot run code in the engine through its answers.
+The host talks over its stdin/stdout with the frame codec of studio/engine/trust/codec.py
+(JSON plus numeric numpy buffers, never a pickle, sizes checked before anything is allocated).
 
-This file serves two ways: the engine starts it as a script, ``python -s -B -c "import runpy,
-sys; runpy.run_path(sys.argv.pop(1), run_name='__scellis_sandbox_host__')" <this file> <json cfg>``,
-and the pool imports it as ``studio.engine.trust.host`` for the codec. So its top level imports
-only the standard library (numpy is imported inside the functions that need it) and nothing of
-the engine.
+The engine starts this file as a script, ``python -s -B -c "import runpy, sys;
+runpy.run_path(sys.argv.pop(1), run_name='__scellis_sandbox_host__')" <this file> <json cfg>``,
+and the host loads codec.py and seccomp.py beside it by their paths. So this file (and those
+two) import only the standard library at their top level (numpy is imported inside the
+functions that need it) and nothing of the engine.
 """
 from __future__ import annotations
 
@@ -36,134 +40,6 @@ import json
 import os
 import struct
 import sys
-
-# ----------------------------------------------------------------------------- codec
-# frame = u32 header length | header (JSON, utf-8) | per buffer: u64 length | bytes
-_U32, _U64 = struct.Struct("<I"), struct.Struct("<Q")
-MAX_HEADER = 16 << 20
-NUMERIC_KINDS = "biufc"
-MAX_DEPTH = 32
-
-
-def _encode_value(obj, buffers: list, depth: int = 0):
-    import numpy as np
-    if depth > MAX_DEPTH:
-        raise ValueError("value nests too deeply")
-    if obj is None or isinstance(obj, (bool, str)):
-        return obj
-    if isinstance(obj, (int, float)) and not isinstance(obj, bool):
-        return obj if not isinstance(obj, float) or obj == obj and abs(obj) != float("inf") else {"__float__": repr(obj)}
-    if isinstance(obj, (np.ndarray, np.generic)):
-        a = np.asarray(obj)
-        if a.dtype.kind not in NUMERIC_KINDS:
-            raise TypeError(f"an array of dtype {a.dtype} cannot cross (numeric arrays only)")
-        a = np.ascontiguousarray(a)
-        buffers.append(a.tobytes())
-        return {"__nd__": len(buffers) - 1, "dtype": a.dtype.str, "shape": list(a.shape)}
-    if isinstance(obj, (list, tuple)):
-        items = [_encode_value(v, buffers, depth + 1) for v in obj]
-        return items if isinstance(obj, list) else {"__tuple__": items}
-    if isinstance(obj, dict):
-        if not all(isinstance(k, str) for k in obj):
-            raise TypeError("only dicts with string keys can cross")
-        return {"__dict__": {k: _encode_value(v, buffers, depth + 1) for k, v in obj.items()}}
-    raise TypeError(f"a value of type {type(obj).__name__} cannot cross (arrays, numbers, strings, "
-                    f"lists, tuples and dicts only)")
-
-
-def _decode_value(obj, buffers: list, depth: int = 0):
-    import numpy as np
-    if depth > MAX_DEPTH:
-        raise ValueError("value nests too deeply")
-    if isinstance(obj, list):
-        return [_decode_value(v, buffers, depth + 1) for v in obj]
-    if not isinstance(obj, dict):
-        return obj
-    if "__nd__" in obj:
-        dt = np.dtype(str(obj["dtype"]))
-        if dt.kind not in NUMERIC_KINDS or dt.hasobject:
-            raise ValueError(f"refused dtype {dt}")
-        shape = tuple(int(s) for s in obj["shape"])
-        if any(s < 0 for s in shape):
-            raise ValueError("negative dimension")
-        raw = buffers[int(obj["__nd__"])]
-        count = 1
-        for s in shape:
-            count *= s
-        if count * dt.itemsize != len(raw):
-            raise ValueError("buffer size does not match shape")
-        a = np.frombuffer(raw, dtype=dt).reshape(shape).copy()
-        return a[()] if shape == () else a
-    if "__tuple__" in obj:
-        return tuple(_decode_value(v, buffers, depth + 1) for v in obj["__tuple__"])
-    if "__dict__" in obj:
-        return {str(k): _decode_value(v, buffers, depth + 1) for k, v in obj["__dict__"].items()}
-    if "__float__" in obj:
-        return float(obj["__float__"])
-    raise ValueError("unknown value marker")
-
-
-def encode_frame(msg: dict, payload=None) -> bytes:
-    buffers: list[bytes] = []
-    header = {"msg": msg}
-    if payload is not None:
-        header["value"] = _encode_value(payload, buffers)
-    header["buffers"] = len(buffers)
-    head = json.dumps(header).encode("utf-8")
-    parts = [_U32.pack(len(head)), head]
-    for b in buffers:
-        parts += [_U64.pack(len(b)), b]
-    return b"".join(parts)
-
-
-class FrameReader:
-    """Reads frames from a file descriptor, with a deadline and a cap on the bytes accepted."""
-
-    def __init__(self, fd: int, max_bytes: int):
-        self.fd = fd
-        self.max_bytes = max_bytes
-        self.buf = bytearray()
-
-    def _read(self, n: int, deadline: float | None) -> bytes:
-        import select
-        import time
-        while len(self.buf) < n:
-            if deadline is not None:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise TimeoutError
-                ready, _, _ = select.select([self.fd], [], [], left)
-                if not ready:
-                    raise TimeoutError
-            chunk = os.read(self.fd, max(1 << 16, min(n - len(self.buf), 1 << 24)))
-            if not chunk:
-                raise EOFError
-            self.buf += chunk
-        out = bytes(self.buf[:n])
-        del self.buf[:n]
-        return out
-
-    def read(self, deadline: float | None = None):
-        (hlen,) = _U32.unpack(self._read(4, deadline))
-        if hlen > MAX_HEADER:
-            raise ValueError(f"header of {hlen} bytes")
-        header = json.loads(self._read(hlen, deadline).decode("utf-8"))
-        if not isinstance(header, dict):
-            raise ValueError("header is not an object")
-        nbuf = int(header.get("buffers", 0))
-        buffers, total = [], 0
-        for _ in range(nbuf):
-            (blen,) = _U64.unpack(self._read(8, deadline))
-            total += blen
-            if total > self.max_bytes:
-                raise ValueError(f"reply larger than {self.max_bytes} bytes")
-            buffers.append(self._read(blen, deadline))
-        msg = header.get("msg")
-        if not isinstance(msg, dict):
-            raise ValueError("frame without a message")
-        value = _decode_value(header["value"], buffers) if "value" in header else None
-        return msg, value
-
 
 # ----------------------------------------------------------------------------- confinement and serving
 _CLONE_NEWUSER, _CLONE_NEWNET = 0x10000000, 0x40000000
@@ -273,6 +149,8 @@ def _confine(cfg: dict) -> list[str]:
     libc = ctypes.CDLL(None, use_errno=True)
     try:
         libc.prctl(_PR_SET_PDEATHSIG, 9, 0, 0, 0)
+        if cfg.get("engine_pid") and os.getppid() != cfg["engine_pid"]:
+            os._exit(0)            # the engine died before the signal was armed: nobody to serve
         enforced.append("dies with the engine process that started it (PR_SET_PDEATHSIG)")
     except Exception:
         pass
@@ -308,24 +186,76 @@ def _traceback_line(exc: BaseException, file: str) -> int | None:
     return line
 
 
+def _sibling(name: str):
+    """codec.py or seccomp.py, loaded by its path from beside this file (the host is a script,
+    not a part of the engine's package)."""
+    import importlib.util
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), f"{name}.py")
+    spec = importlib.util.spec_from_file_location(f"scellis_sandbox_{name}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _snapshot(tmp: str, n: int, files: dict, reference: str) -> str:
+    """Write exactly the package's hashed files (sent by the engine) into a fresh private folder
+    and return where the reference lies in it. Nothing else is there: no ``__pycache__``, no
+    ``.pyc``, no dot-file, and (-B) no bytecode is ever written beside them."""
+    root = os.path.join(tmp, f"package-{n}")
+    os.mkdir(root, 0o700)
+    for rel, data in sorted(files.items()):
+        parts = rel.split("/")
+        if not rel or rel.startswith("/") or any(p in ("", ".", "..") for p in parts):
+            raise ValueError(f"refused package path {rel!r}")
+        path = os.path.join(root, *parts)
+        os.makedirs(os.path.dirname(path), 0o700, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o400)
+        try:
+            view = memoryview(data).cast("B")
+            while view:
+                view = view[os.write(fd, view):]
+        finally:
+            os.close(fd)
+    return os.path.join(root, *reference.split("/"))
+
+
+def _import_from(folder: str, tmp: str) -> None:
+    """Imports of the reference's own modules resolve in its snapshot only: that folder comes
+    first on sys.path, and the working directory (the writable temporary folder) is not on it."""
+    import importlib
+    for name, mod in list(sys.modules.items()):     # a module of an earlier snapshot is forgotten
+        if (getattr(mod, "__file__", None) or "").startswith(tmp + os.sep):
+            del sys.modules[name]
+    sys.path[:] = [folder] + [p for p in sys.path if p not in ("", ".", tmp) and not p.startswith(tmp + os.sep)]
+    importlib.invalidate_caches()
+
+
 def _host_main(cfg: dict) -> None:  # pragma: no cover - runs in the host process (tested from outside)
     import resource
     chan = os.dup(1)
     os.dup2(2, 1)                      # a stray print() in the reference goes to stderr, not the channel
     out = _Channel(chan)
+    codec, seccomp = _sibling("codec"), _sibling("seccomp")
     enforced = _confine(cfg)
-    import numpy as np  # noqa: F401  (imported before the audit hook: numpy loads ctypes at import)
+    import numpy as np  # imported before the filter and the audit hook: numpy loads ctypes
+    if cfg.get("seccomp", True):
+        try:
+            sc = seccomp.install()
+        except Exception:
+            sc = None
+        if sc:
+            enforced.append(sc)
     if cfg.get("audit_hook", True):
         _install_audit_hook(cfg["tmp"])
         enforced.append("audit hook: no subprocess, fork/exec, sockets, ctypes or writes outside the temporary "
                         "folder (Python-level, best effort)")
-    reader = FrameReader(0, int(cfg["limits"]["memory_bytes"]))
+    reader = codec.FrameReader(0, int(cfg["limits"]["memory_bytes"]))
     try:
-        out.write(encode_frame({"ready": True, "pid": os.getpid(), "enforced": enforced}))
+        out.write(codec.encode_parts({"ready": True, "pid": os.getpid(), "enforced": enforced}))
     except OSError:                    # the engine died while this host booted: nobody to serve
         return
     module: dict = {}
-    file = "<reference>"
+    file, loads = "<reference>", 0
     cpu_s, hard = int(cfg["limits"]["cpu_s"]), int(cfg["limits"]["lifetime_cpu_s"])
     while True:
         try:
@@ -337,54 +267,68 @@ def _host_main(cfg: dict) -> None:  # pragma: no cover - runs in the host proces
             if op == "exit":
                 return
             if op == "load":
-                file = str(msg["file"])
-                module = {"__name__": "reference", "__file__": file, "__builtins__": __builtins__}
-                try:
-                    code = compile(str(msg["source"]), file, "exec")
-                except SyntaxError as e:
-                    reply = {"ok": False, "kind": "syntax", "type": "SyntaxError", "message": str(e.msg),
-                             "line": e.lineno, "col": e.offset}
-                else:
-                    try:
-                        _set_cpu(resource, cpu_s, hard)
-                        exec(code, module)
-                        reply = {"ok": True, "functions": sorted(k for k, v in module.items()
-                                                                 if callable(v) and not k.startswith("__"))}
-                    except BaseException as e:  # noqa: BLE001 - anything the author's code raises
-                        reply = {"ok": False, "kind": "load", "type": type(e).__name__, "message": str(e)[:2000],
-                                 "line": _traceback_line(e, file)}
-                out.write(encode_frame(reply))
+                file, loads = str(msg["file"]), loads + 1
+                reply = _load(cfg["tmp"], loads, msg, value, resource, cpu_s, hard)
+                module = reply.pop("module", {})
+                out.write(codec.encode_parts(reply))
             elif op == "call":
                 fn = module.get(str(msg["fn"]))
                 if not callable(fn):
-                    out.write(encode_frame({"ok": False, "kind": "missing", "type": "AttributeError",
-                                            "message": f"no function {msg['fn']!r}"}))
+                    out.write(codec.encode_parts({"ok": False, "kind": "missing", "type": "AttributeError",
+                                                  "message": f"no function {msg['fn']!r}"}))
                     continue
                 args = value or {}
                 _set_cpu(resource, cpu_s, hard)
                 try:
                     with np.errstate(all="ignore"):
                         result = fn(*args.get("args", ()), **args.get("kwargs", {}))
-                    frame = encode_frame({"ok": True}, result)
+                    parts = codec.encode_parts({"ok": True}, result)
                 except BaseException as e:  # noqa: BLE001
-                    frame = encode_frame({"ok": False, "kind": "call", "type": type(e).__name__,
-                                          "message": str(e)[:2000], "line": _traceback_line(e, file)})
-                out.write(frame)
+                    parts = codec.encode_parts({"ok": False, "kind": "call", "type": type(e).__name__,
+                                                "message": str(e)[:2000], "line": _traceback_line(e, file)})
+                out.write(parts)
             else:
-                out.write(encode_frame({"ok": False, "kind": "protocol", "type": "ValueError",
-                                        "message": f"unknown request {op!r}"}))
+                out.write(codec.encode_parts({"ok": False, "kind": "protocol", "type": "ValueError",
+                                              "message": f"unknown request {op!r}"}))
         except (BrokenPipeError, OSError):
             return
+
+
+def _load(tmp: str, n: int, msg: dict, value, resource, cpu_s: int, hard: int) -> dict:
+    """Load a reference: snapshot its package's hashed files, compile it under the engine's name
+    for it (so that tracebacks point at the author's file), and run it with ``__file__`` in the
+    snapshot. The reply carries the module's namespace under "module" (not sent)."""
+    file = str(msg["file"])
+    files = dict((value or {}).get("files") or {})
+    reference = str(msg.get("reference") or os.path.basename(file) or "reference.py")
+    files.setdefault(reference, str(msg["source"]).encode("utf-8"))
+    where = _snapshot(tmp, n, files, reference)
+    _import_from(os.path.dirname(where), tmp)
+    module = {"__name__": "reference", "__file__": where, "__builtins__": __builtins__}
+    try:
+        code = compile(str(msg["source"]), file, "exec")
+    except SyntaxError as e:
+        return {"ok": False, "kind": "syntax", "type": "SyntaxError", "message": str(e.msg),
+                "line": e.lineno, "col": e.offset}
+    try:
+        _set_cpu(resource, cpu_s, hard)
+        exec(code, module)
+    except BaseException as e:  # noqa: BLE001 - anything the author's code raises
+        return {"ok": False, "kind": "load", "type": type(e).__name__, "message": str(e)[:2000],
+                "line": _traceback_line(e, file)}
+    return {"ok": True, "module": module,
+            "functions": sorted(k for k, v in module.items() if callable(v) and not k.startswith("__"))}
 
 
 class _Channel:
     def __init__(self, fd: int):
         self.fd = fd
 
-    def write(self, data: bytes) -> None:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(self.fd, view):]
+    def write(self, parts: list) -> None:
+        for part in parts:
+            view = memoryview(part).cast("B")
+            while view:
+                view = view[os.write(self.fd, view):]
 
 
 def _set_cpu(resource, cpu_s: int, hard: int) -> None:

@@ -9,7 +9,9 @@ Whoever needs references owns a pool and passes it along; there is no process-wi
 pool's hosts are closed by ``shutdown()``, by leaving its ``with`` block, when the pool is
 garbage collected, and at interpreter exit.
 
-Replies are decoded by ``host.FrameReader``: JSON and numeric numpy buffers only, never a pickle.
+Replies are decoded by ``codec.FrameReader``: JSON and numeric numpy buffers only, never a pickle,
+and no larger than the caller allows (``Host.request(reply_bytes=…)``) — checked from the reply's
+header before any of its buffers is read.
 """
 from __future__ import annotations
 
@@ -27,11 +29,12 @@ from collections import OrderedDict
 from dataclasses import asdict, dataclass
 from typing import Self
 
-from . import host as _host_program
-from .host import FrameReader, encode_frame
+from .codec import FrameReader, ReplyTooLarge, encode_frame, encode_parts, parts_size
 
 MAX_HOSTS = 4
-_HOST_SCRIPT = os.path.abspath(_host_program.__file__)
+_HOST_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "host.py")
+MIN_REPLY_BYTES = 1 << 20     # what a reply may always hold
+REPLY_FACTOR = 4              # a call with no limit of its own: a reply up to 4 x its request
 _BOOT = "import runpy, sys; runpy.run_path(sys.argv.pop(1), run_name='__scellis_sandbox_host__')"
 
 
@@ -62,17 +65,20 @@ class RemoteError(Exception):
 class Host:
     """One confined process holding one package's reference module."""
 
-    def __init__(self, limits: Limits = DEFAULT_LIMITS, *, audit_hook: bool = True):
-        """audit_hook=False exists for tests that prove the kernel-level confinement alone."""
+    def __init__(self, limits: Limits = DEFAULT_LIMITS, *, audit_hook: bool = True, seccomp: bool = True):
+        """audit_hook=False exists for tests that prove the kernel-level confinement alone, and
+        seccomp=False for the tests that show what the system-call filter is there to stop."""
         self.limits = limits
         self.tmp = tempfile.mkdtemp(prefix=f"scellis-sandbox-{os.getpid()}-")
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": self.tmp, "TMPDIR": self.tmp,
                "LANG": "C.UTF-8", "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1",
                "MKL_NUM_THREADS": "1", "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1"}
-        cfg = {"tmp": self.tmp, "limits": asdict(limits), "audit_hook": audit_hook}
+        cfg = {"tmp": self.tmp, "limits": asdict(limits), "audit_hook": audit_hook, "seccomp": seccomp,
+               "engine_pid": os.getpid()}
         self.proc = subprocess.Popen([sys.executable, "-s", "-B", "-c", _BOOT, _HOST_SCRIPT, json.dumps(cfg)],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=self.tmp, env=env,
                                      close_fds=True, start_new_session=True)
+        _widen_pipe(self.proc.stdout.fileno())
         self.reader = FrameReader(self.proc.stdout.fileno(), limits.memory_bytes)
         self.lock = threading.Lock()
         self.functions: list[str] | None = None
@@ -84,7 +90,7 @@ class Host:
         if self._ready:
             return
         try:
-            msg, _ = self.reader.read(time.monotonic() + self.limits.start_s)
+            msg, _ = self.reader.read(time.monotonic() + self.limits.start_s, MIN_REPLY_BYTES)
         except TimeoutError:
             self.kill()
             raise RemoteError("died", "Timeout", f"the reference process did not start within "
@@ -99,12 +105,13 @@ class Host:
     def alive(self) -> bool:
         return self.proc.poll() is None
 
-    def _exchange(self, frame: bytes, timeout: float):
+    def _exchange(self, parts: list, timeout: float, reply_bytes: int):
         self._wait_ready()
         try:
-            self.proc.stdin.write(frame)
+            for part in parts:
+                self.proc.stdin.write(part)
             self.proc.stdin.flush()
-            return self.reader.read(time.monotonic() + timeout)
+            return self.reader.read(time.monotonic() + timeout, reply_bytes)
         except TimeoutError:
             self.kill()
             raise RemoteError("timeout", "Timeout", f"did not finish within {timeout:g} s; the reference "
@@ -112,6 +119,10 @@ class Host:
         except (EOFError, BrokenPipeError, OSError):
             self.proc.wait()
             raise RemoteError("died", "Died", self._death()) from None
+        except ReplyTooLarge as e:  # refused from its header: nothing of it was allocated
+            self.kill()
+            raise RemoteError("protocol", "ReplyTooLarge", f"sent a reply refused unread: {e}; the reference "
+                                                           f"process was stopped") from None
         except ValueError as e:  # a malformed frame: the host is not speaking the protocol
             self.kill()
             raise RemoteError("protocol", "ProtocolError", f"the reference process sent a malformed "
@@ -126,10 +137,16 @@ class Host:
             return f"the reference process died from signal {signal.Signals(-rc).name}"
         return f"the reference process exited (status {rc})"
 
-    def load(self, source: str, file: str) -> list[str]:
+    def load(self, source: str, file: str, files: dict[str, bytes] | None = None,
+             reference: str | None = None) -> list[str]:
+        """Load a reference module. ``files`` are the package's hashed files (relative posix path ->
+        bytes) and ``reference`` the reference's path among them: the host writes exactly these
+        into a private snapshot and imports the reference's own modules from there only."""
+        import numpy as np
+        payload = {"files": {rel: np.frombuffer(data, dtype=np.uint8) for rel, data in (files or {}).items()}}
+        parts = encode_parts({"op": "load", "source": source, "file": file, "reference": reference}, payload)
         with self.lock:
-            msg, _ = self._exchange(encode_frame({"op": "load", "source": source, "file": file}),
-                                    self.limits.wall_s)
+            msg, _ = self._exchange(parts, self.limits.wall_s, MIN_REPLY_BYTES)
         if not msg.get("ok"):
             raise RemoteError(str(msg.get("kind", "load")), str(msg.get("type", "Error")),
                               str(msg.get("message", "")), _int(msg.get("line")), _int(msg.get("col")))
@@ -137,9 +154,18 @@ class Host:
         return self.functions
 
     def call(self, fn: str, *args, **kwargs):
-        frame = encode_frame({"op": "call", "fn": fn}, {"args": list(args), "kwargs": kwargs})
+        """Call a function of the loaded module; its reply may hold what request() allows by default."""
+        return self.request(fn, args, kwargs)
+
+    def request(self, fn: str, args=(), kwargs=None, *, reply_bytes: int | None = None):
+        """Call ``fn(*args, **kwargs)`` in the host. The reply's arrays may hold at most
+        ``reply_bytes`` (default: REPLY_FACTOR x the request, at least MIN_REPLY_BYTES); a reply
+        declaring more is refused from its header, before anything of it is allocated."""
+        parts = encode_parts({"op": "call", "fn": fn}, {"args": list(args), "kwargs": dict(kwargs or {})})
+        if reply_bytes is None:
+            reply_bytes = max(MIN_REPLY_BYTES, REPLY_FACTOR * parts_size(parts))
         with self.lock:
-            msg, value = self._exchange(frame, self.limits.wall_s)
+            msg, value = self._exchange(parts, self.limits.wall_s, reply_bytes)
         if not msg.get("ok"):
             raise RemoteError(str(msg.get("kind", "call")), str(msg.get("type", "Error")),
                               str(msg.get("message", "")), _int(msg.get("line")), _int(msg.get("col")))
@@ -169,6 +195,15 @@ class Host:
 
 def _int(v):
     return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+def _widen_pipe(fd: int) -> None:
+    """A 1 MiB pipe for replies (Linux; the default 64 KiB costs a system call per 64 KiB)."""
+    try:
+        import fcntl
+        fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, 1 << 20)
+    except (ImportError, AttributeError, OSError):
+        pass
 
 
 def sweep_stale() -> None:
@@ -259,9 +294,11 @@ class HostPool:
                 for h in old:
                     h.close()
 
-    def host_for(self, key: str, source: str, file: str, limits: Limits | None = None) -> Host:
-        """The host holding this source (by content key), loading it on first use. Raises
-        RemoteError when the source does not load."""
+    def host_for(self, key: str, source: str, file: str, limits: Limits | None = None, *,
+                 files: dict[str, bytes] | None = None, reference: str | None = None) -> Host:
+        """The host holding this source (by content key), loading it on first use (with the
+        package's hashed ``files`` as its import snapshot, see Host.load). Raises RemoteError
+        when the source does not load."""
         limits = limits or DEFAULT_LIMITS
         k = (key, file, limits)
         with self._lock:
@@ -273,7 +310,7 @@ class HostPool:
                 self._hosts.pop(k).close()
             host = self._new_host(limits)
             try:
-                host.load(source, file)
+                host.load(source, file, files, reference)
             except RemoteError:
                 host.close()
                 raise

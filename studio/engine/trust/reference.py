@@ -2,13 +2,18 @@
 It anchors all numerical correctness."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ..contract.package import OpPackage
 from ..errors import StudioError
 from ..precision import numpy_dtype, to_reference
-from .pool import DEFAULT_LIMITS, HostPool, RemoteError
+from .pool import DEFAULT_LIMITS, MIN_REPLY_BYTES, REPLY_FACTOR, HostPool, RemoteError
 from .store import TrustStore
+
+ITEM_BYTES_MAX = 16               # the widest element a reply may use for a signature's element (c16)
+REPLY_SLACK = 4096
 
 
 class ReferenceModule:
@@ -34,14 +39,18 @@ class ReferenceModule:
 
 
 class _RemoteFunction:
-    def __init__(self, refs: "References", pkg: OpPackage, name: str):
-        self.refs, self.pkg, self.__name__ = refs, pkg, name
+    def __init__(self, refs: "References", pkg: OpPackage, name: str, reply_bytes: int | None = None):
+        self.refs, self.pkg, self.__name__, self.reply_bytes = refs, pkg, name, reply_bytes
+
+    def limited(self, reply_bytes: int | None) -> "_RemoteFunction":
+        """The same function, whose reply's arrays may hold at most reply_bytes."""
+        return _RemoteFunction(self.refs, self.pkg, self.__name__, reply_bytes)
 
     def __call__(self, *args, **kwargs):
         pkg, name = self.pkg, self.__name__
         host = self.refs.host(pkg)           # a live host: one that ended between calls is replaced
         try:
-            return host.call(name, *args, **kwargs)
+            return host.request(name, args, kwargs, reply_bytes=self.reply_bytes)
         except RemoteError as e:
             if e.kind in ("died", "timeout", "protocol"):
                 self.refs.hosts.discard(host)
@@ -62,6 +71,10 @@ def _remote_error(e, pkg: OpPackage, what: str) -> StudioError:
     if e.kind == "missing":
         return StudioError(f"reference.py defines no function '{what.split()[-1]}'", file=file,
                            field="reference.forward")
+    if e.type_name == "ReplyTooLarge":
+        return StudioError(f"{what} {e.message}", file=file,
+                           hint="a reference returns the outputs its signature declares (their shapes bound "
+                                "the reply); return just those arrays")
     if e.kind in ("died", "timeout", "protocol"):
         return StudioError(f"{what} {e.message}", file=file,
                            hint="the reference runs in a separate process with CPU, memory and time limits "
@@ -81,7 +94,8 @@ class References:
 
     def host(self, pkg: OpPackage):
         try:
-            return self.hosts.host_for(pkg.hash, pkg.reference_source, pkg.reference_path)
+            return self.hosts.host_for(pkg.hash, pkg.reference_source, pkg.reference_path, files=pkg.files,
+                                       reference=pkg.contract.reference_file)
         except RemoteError as e:
             raise _remote_error(e, pkg, "reference") from None
 
@@ -102,28 +116,50 @@ class References:
 
     def forward(self, pkg: OpPackage, inputs: dict, params: dict, *,
                 precision: str | None = None) -> dict[str, np.ndarray]:
-        """Forward on the reference path; outputs rounded to the signature's dtypes."""
+        """Forward on the reference path; outputs rounded to the signature's dtypes. The reply may
+        hold no more than the signature's outputs (ITEM_BYTES_MAX bytes per element)."""
         sig = pkg.contract.signature
         env = sig.resolve({k: np.shape(v) for k, v in inputs.items()}, dict(params))
         shapes = sig.output_shapes(env)
-        out = self.call_as_given(pkg, pkg.contract.reference_forward, cast_inputs(pkg, inputs, precision), params)
+        limit = ITEM_BYTES_MAX * sum(math.prod(s) for s in shapes.values()) + REPLY_SLACK
+        out = self.call_as_given(pkg, pkg.contract.reference_forward, cast_inputs(pkg, inputs, precision), params,
+                                 reply_bytes=limit)
         return outputs_dict(pkg, out, shapes)
 
     def call(self, pkg: OpPackage, fn_name: str, inputs: dict, params: dict, **extra):
         """Call any reference function (forward, vjp, magnitude, kinks) in f64, unrounded."""
         return self.call_as_given(pkg, fn_name, cast_inputs(pkg, inputs, "f64"), params, **extra)
 
-    def call_as_given(self, pkg: OpPackage, fn_name: str, arrays: dict, params: dict, **extra):
-        """Call a reference function with the arrays exactly as given (no casting, no rounding)."""
+    def call_as_given(self, pkg: OpPackage, fn_name: str, arrays: dict, params: dict, *,
+                      reply_bytes: int | None = None, **extra):
+        """Call a reference function with the arrays exactly as given (no casting, no rounding). Its
+        reply may hold reply_bytes, by default what reply_limit allows."""
         fn = self.function(pkg, fn_name)
         kw = {p.name: params[p.name] for p in pkg.contract.signature.params}
+        if reply_bytes is None:
+            reply_bytes = reply_limit(pkg, arrays, kw, extra)
         try:
             with np.errstate(all="ignore"):
-                return fn(**arrays, **extra, **kw)
+                return fn.limited(reply_bytes)(**arrays, **extra, **kw)
         except StudioError:
             raise
         except Exception as e:
             raise reference_error(e, pkg, f"reference {fn_name}") from None
+
+
+def reply_limit(pkg: OpPackage, arrays: dict, params: dict, extra: dict) -> int:
+    """What a reply to any reference call (a VJP, a magnitude, kinks) may hold: the signature's
+    outputs for these inputs, plus REPLY_FACTOR x the arrays sent (a VJP answers per input),
+    at least MIN_REPLY_BYTES."""
+    sig = pkg.contract.signature
+    try:
+        env = sig.resolve({t.name: np.shape(arrays[t.name]) for t in sig.inputs}, dict(params))
+        outs = sum(math.prod(s) for s in sig.output_shapes(env).values())
+    except (StudioError, KeyError, TypeError, ValueError):
+        outs = 0                      # no static output shape: the request alone bounds the reply
+    sent = sum(np.asarray(v).nbytes for v in [*arrays.values(), *extra.values()]
+               if isinstance(v, (np.ndarray, np.generic)))
+    return ITEM_BYTES_MAX * outs + REPLY_FACTOR * sent + MIN_REPLY_BYTES
 
 
 def reference_error(exc: Exception, pkg: OpPackage, what: str) -> StudioError:

@@ -5,19 +5,23 @@ The parent (the CLI, the Studio) sends requests and gets results or StudioErrors
 every field (file, line, col, field, hint) intact. A request that runs past its time budget
 is stopped: the parent SIGKILLs the child, raises WorkerTimeout naming the op and the seconds,
 and starts a fresh child at once, so the next call works. Compiled pipelines stay cached in the
-child. Request kinds are the engine's use cases (studio/engine/worker/handlers.py) plus any a
-client is given; this module imports neither them nor the device: the parent stays light."""
+child. The budget travels with each request, and the child enforces it too, a second after the
+parent would; the child also dies with its parent (child.py's ``Lifeline``), so no kernel
+outlives the command or the Studio that started it, however the parent ends. Request kinds are
+the engine's use cases (studio/engine/worker/handlers.py) plus any a client is given; this
+module imports neither them nor the device: the parent stays light."""
 from __future__ import annotations
 
 import concurrent.futures
 import itertools
 import multiprocessing as mp
+import os
 import threading
 import time
 from typing import Callable
 
 from ..errors import StudioError
-from .child import child_main
+from .child import Lifeline, child_main
 from .transport import discard, pack, unpack
 
 DEFAULT_BUDGET_S = 5.0
@@ -67,17 +71,24 @@ class WorkerClient:
     Future (callbacks and progress run on the client's own thread, not the GUI's)."""
 
     def __init__(self, *, budget_s: float = DEFAULT_BUDGET_S, start_timeout_s: float = START_TIMEOUT_S,
-                 handlers: dict[str, Handler | str] | None = None, budgets: dict[str, float] | None = None):
+                 handlers: dict[str, Handler | str] | None = None, budgets: dict[str, float] | None = None,
+                 death_signal: bool = True):
         """``handlers``: request kinds beyond the engine's own (``{kind: fn or "module:function"}``,
         ``fn(req, **kwargs)`` at module level: the child imports it by name); ``budgets``: a kind's
-        default budget when a call gives none (else the client's)."""
+        default budget when a call gives none (else the client's); ``death_signal=False`` leaves the
+        child's death with its parent to its watchdog alone (as on macOS and Windows): for tests."""
         self.handlers = {**HANDLERS, **{k: spec_of(v) for k, v in (handlers or {}).items()}}
         self.kind_budgets = {**KIND_BUDGETS, **(budgets or {})}
         self.budget_s = float(budget_s)
         self.start_timeout_s = start_timeout_s
+        self.death_signal = death_signal
         self._ctx = mp.get_context("spawn")
         self._proc = None
         self._conn = None
+        self._alive = None             # the write end of the child's lifeline pipe: never written
+        # Children are started from this one thread, which lives as long as the client: Linux's
+        # parent-death signal fires when the *thread* that started a child ends.
+        self._spawner = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="scellis-spawn")
         self._ready = False
         self._call_lock = threading.Lock()
         self._state = threading.Lock()
@@ -92,11 +103,15 @@ class WorkerClient:
     # ---- lifecycle
     def _start(self) -> None:
         parent, child = self._ctx.Pipe(duplex=True)
+        alive_r, alive_w = self._ctx.Pipe(duplex=False)
         specs = dict(self.handlers)
-        proc = self._ctx.Process(target=child_main, args=(child, specs), name="scellis-device-worker", daemon=True)
-        proc.start()
+        life = Lifeline(os.getpid(), alive_r, self.start_timeout_s, self.death_signal)
+        proc = self._ctx.Process(target=child_main, args=(child, specs, life), name="scellis-device-worker",
+                                 daemon=True)
+        self._spawner.submit(proc.start).result()
         child.close()                  # so the child's death shows here as EOF
-        self._proc, self._conn, self._ready = proc, parent, False
+        alive_r.close()                # and this process's death shows there as EOF
+        self._proc, self._conn, self._alive, self._ready = proc, parent, alive_w, False
 
     def _ensure(self) -> None:
         if self._closed:
@@ -143,9 +158,10 @@ class WorkerClient:
                 proc.close()
             except ValueError:
                 pass
-        if conn is not None:
-            conn.close()
-        self._proc = self._conn = None
+        for c in (conn, self._alive):
+            if c is not None:
+                c.close()
+        self._proc = self._conn = self._alive = None
         self._ready = False
         return code
 
@@ -171,6 +187,7 @@ class WorkerClient:
                 except (OSError, BrokenPipeError):
                     pass
             self._kill()
+        self._spawner.shutdown(wait=False)
 
     def __enter__(self):
         return self
@@ -217,7 +234,7 @@ class WorkerClient:
                     self._inflight, self._cancelled = (rid, request), False
                 t0 = time.monotonic()
                 try:
-                    self._conn.send(("call", rid, request, packed))
+                    self._conn.send(("call", rid, request, packed, budget))
                 except (OSError, BrokenPipeError):
                     settled = True
                     self._restart()
@@ -266,6 +283,11 @@ class WorkerClient:
                     elif tag == "ok":
                         settled = True
                         return unpack(msg[2], unlink=True)
+                    elif tag == "expired":       # the child's own watchdog: it exits now
+                        settled = True
+                        self.last_kill = {"op": op, "seconds": msg[2], "kill_s": 0.0, "reason": "child budget"}
+                        self._restart()
+                        raise WorkerTimeout(op, msg[2], budget, request, op_file)
                     elif tag == "error":
                         settled = True
                         raise StudioError.from_dict(msg[2])

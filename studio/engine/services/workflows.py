@@ -1,0 +1,294 @@
+"""The workflow use cases: run a workflow file, verify a record, train. The CLI calls them through
+the device worker (``HANDLERS``; the Studio will too), so each rule is written once:
+
+- a step runs only with a valid conformance receipt for this GPU profile, unless the user allows
+  unverified ops for this run (the record says so); ``prove`` earns the missing receipts first
+  (conformance here, as the main job does: actions.require_proof), and for training also the
+  missing gradcheck receipts of the declared VJPs on the way to the loss (a pass earns one);
+- every run writes its provenance record (atomically), and its data sinks; plots are the front
+  end's (Qt): the result carries each plot's series, already cut to its window and aligned."""
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+
+from ..arrays import check_writable, save_array
+from ..context import Context
+from ..errors import StudioError
+from ..grad.composite import bind
+from ..proof import receipts as receipt_store
+from ..proof.gradcheck import gradcheck as run_gradcheck
+from ..workflow import checkpoint as ckpt
+from ..workflow.optim import Optimizer
+from ..workflow.plan import make_plan, verify_op
+from ..workflow.provenance import make_record, read_record, verify_record, write_record
+from ..workflow.report import offset_of, report_lines, spike_report
+from ..workflow.run import array_digest
+from ..workflow.run import run_workflow as run_wf
+from ..workflow.spec import Sink, Wire, Workflow, load_workflow
+from ..workflow.train import Trainer, swapped
+from ..workflow.train_record import compare_rungs, training_record
+from ..workflow.wavio import write_wav
+from .actions import earn_gradcheck_receipt, require_proof
+
+_H = "studio.engine.services.workflows:"
+HANDLERS = {"workflow_run": _H + "handle_run", "workflow_verify": _H + "handle_verify", "train": _H + "handle_train"}
+
+
+def _target(out_dir: Path, path: str | Path) -> Path:
+    p = Path(path).expanduser()
+    return p if p.is_absolute() else out_dir / p
+
+
+# ------------------------------------------------------------------ proving first
+def _unproven(ctx: Context, pkg) -> list:
+    """The kernel ops behind ``pkg`` without a valid receipt here (a composite: its steps' ops)."""
+    if pkg.contract.composite is None:
+        return [] if verify_op(ctx, pkg).status == "valid" else [pkg]
+    return [p for bs in bind(pkg, ctx.catalog) for p in _unproven(ctx, bs.pkg)]
+
+
+def prove_ops(ctx: Context, pkgs: list, *, progress=None) -> list[str]:
+    """Conformance for each op without a valid receipt on this GPU profile (earning one); raises with
+    the failing case when an op fails here."""
+    lines, seen = [], set()
+    for top in pkgs:
+        for pkg in _unproven(ctx, top):
+            if pkg.hash in seen:
+                continue
+            seen.add(pkg.hash)
+            lines.append(require_proof(ctx, pkg, progress=progress).line())
+    return lines
+
+
+def prove_gradients(ctx: Context, trainer: Trainer, *, receipts=None) -> list[str]:
+    """Gradcheck for each declared VJP on the way to the loss that has no passing receipt yet (at the
+    contract's own tolerance, so its verdict is recorded: actions.earn_gradcheck_receipt's rule)."""
+    lines, todo = [], []
+    for _, pkg, _ in trainer.differentiated():
+        todo += [bs.pkg for bs in bind(pkg, ctx.catalog)] if pkg.contract.composite is not None else [pkg]
+    for pkg in {p.hash: p for p in todo}.values():
+        if pkg.contract.backward.kind != "vjp" or receipt_store.gradcheck_status(pkg, receipts)[0] == "pass":
+            continue
+        rep = run_gradcheck(ctx, pkg)
+        if receipts is None:
+            earn_gradcheck_receipt(pkg, rep)
+        else:                                   # the caller's receipt folder (Tape(receipts=...))
+            receipt_store.write_gradcheck_receipt(pkg, rep, receipts)
+        lines.append(f"gradcheck {pkg.id}: {rep.verdict.upper()}" + (f" ({rep.why})" if rep.why else ""))
+        if rep.verdict != "pass":
+            raise StudioError(f"{pkg.id}: gradcheck gives {rep.verdict.upper()}: {rep.why}; training will not use "
+                              "its declared VJP", file=pkg.manifest_path, field="backward.text",
+                              hint=f"see the report: `scellis gradcheck {pkg.root}`")
+    return lines
+
+
+# ------------------------------------------------------------------ run
+def _plot_request(sink: Sink, res, file: Path) -> dict:
+    arrays = [(w, res.value(w.text)) for w in sink.series]
+    longest = max((a for _, a in arrays), key=lambda a: a.size)
+    series = []
+    for k, (w, a) in enumerate(arrays):
+        a = np.asarray(a).reshape(-1)
+        x0 = offset_of(a, longest)
+        if sink.window is not None:
+            lo, hi = sink.window
+            a, x0 = a[max(0, lo - x0):max(0, hi - x0)], max(lo, x0)
+        series.append({"label": sink.labels[k] if sink.labels else w.text, "wire": w.text, "x0": int(x0),
+                       "y": np.ascontiguousarray(a, dtype=np.float32)})
+    return {"name": sink.name, "file": str(file), "title": sink.title or f"{res.plan.wf.name}: {sink.name}",
+            "x_label": sink.x_label, "y_label": sink.y_label, "series": series}
+
+
+def _default_plot(wf: Workflow, res) -> Sink:
+    if wf.report is not None:
+        wires = [wf.report.raw, wf.report.cleaned]
+    else:
+        ran = set(res.steps)
+        leaves = [n for n in ran if not any(w.node == n for m in ran for w in wf.steps[m].inputs.values())]
+        wires = [Wire(n, n, None, ("steps", n)) for n in leaves]
+    return Sink("plot", "plot", "plot.png", wires, window=(0, 4000))
+
+
+def run_workflow(ctx: Context, path: str | Path, *, out_dir: str | Path | None = None, record: str | Path | None = None,
+                 plot: str | Path | None = None, allow_unverified: bool = False, prove: bool = False,
+                 until: str | None = None, all_outputs: bool = False, progress=None, on_event=None,
+                 stop=None) -> dict:
+    wf = load_workflow(path)
+    out = Path(out_dir) if out_dir is not None else Path.cwd()
+    rec_path = check_writable(_target(out, record or wf.record))
+    sinks = list(wf.sinks.values())
+    plots = [s for s in sinks if s.kind == "plot"]
+    if plot is not None:
+        check_writable(plot)
+    for s in sinks:
+        check_writable(_target(out, s.path))
+    proofs = []
+    if prove:
+        plan = make_plan(ctx, wf, until=until)
+        proofs = prove_ops(ctx, [s.pkg for s in plan.unverified], progress=progress)
+
+    def event(e):
+        if on_event is not None:
+            on_event(e)
+        if progress is not None and e.kind == "done":
+            progress(e.index + 1, e.total)
+    res = run_wf(ctx, wf, until=until, allow_unverified=allow_unverified, on_event=event, stop=stop)
+    rec = make_record(ctx, res, options={"until": until, "allow_unverified": allow_unverified, "prove": prove})
+    written, requests = [], []
+    for s in sinks:
+        if s.kind != "data" or res.plan.key(s.series[0]) not in res.arrays:
+            continue
+        target = _target(out, s.path)
+        a = res.value(s.series[0].text)
+        entry = {"file": str(target), "kind": "data", "series": s.series[0].text, **array_digest(a)}
+        if target.suffix.lower() == ".wav":
+            entry["clipped"] = write_wav(target, a, s.sample_rate)
+        else:
+            save_array(target, a)
+        rec["sinks"][s.name] = entry
+        written.append(str(target))
+    if plot is not None and not plots and res.status == "done":
+        plots = [_default_plot(wf, res)]
+    for k, s in enumerate(plots):
+        if not all(res.plan.key(w) in res.arrays for w in s.series):
+            continue
+        target = Path(plot) if (plot is not None and k == 0) else _target(out, s.path)
+        requests.append(_plot_request(s, res, target))
+        rec["sinks"][s.name] = {"file": str(target), "kind": "plot",
+                                "series": {w.text: res.digests[res.plan.key(w)] for w in s.series}}
+    rep = None
+    if wf.report is not None and all(res.plan.key(w) in res.arrays for w in (wf.report.raw, wf.report.cleaned,
+                                                                            wf.report.clean)):
+        rep = spike_report(res.value(wf.report.raw.text), res.value(wf.report.cleaned.text),
+                           res.value(wf.report.clean.text))
+        rec["report"] = rep
+    write_record(rec_path, rec)
+    result = {"workflow": wf.name, "status": res.status, "record_path": str(rec_path), "record": rec,
+              "proofs": proofs, "plots": requests, "written": written, "report": rep,
+              "report_lines": report_lines(rep) if rep else [], "lines": run_lines(rec)}
+    if all_outputs:
+        result["arrays"] = dict(res.arrays)
+    return result
+
+
+def run_lines(rec: dict) -> list[str]:
+    prof = rec["gpu_profile"]
+    out = [f"workflow  {rec['workflow']['name']}  (sha256 {rec['workflow']['sha256'][:16]})",
+           f"gpu       {prof['adapter'].get('device')} [{prof['backend']}] ({prof['id']})"]
+    if rec["run"]["allow_unverified"]:
+        out.append("unverified ops allowed for this run: " + (", ".join(rec["run"]["unverified_steps"]) or "none needed"))
+    for s in rec["steps"]:
+        r = s["receipt"]
+        rid = r.get("receipt") or ("via its steps" if r.get("parts") else "-")
+        sec = s["seconds"]
+        outs = ", ".join(f"{k} {v['sha256'][:12]}" for k, v in s["outputs"].items())
+        out.append(f"step      {s['name']:10s} {s['op']:34s} {s['package_hash'][:12]}  receipt {r['status']} ({rid})  "
+                   f"{1e3 * (sec['compile'] + sec['run']):7.1f} ms  → {outs}")
+    sec, tr = rec["seconds"], rec["transfers"]
+    out.append(f"time      {1e3 * sec.get('total', 0):.0f} ms end to end: plan and verify {1e3 * sec.get('plan', 0):.0f} ms, "
+               f"steps {1e3 * sec['run']:.0f} ms, read back {1e3 * sec['read']:.0f} ms, hash {1e3 * sec['hash']:.0f} ms")
+    out.append(f"device    {tr['dispatches']} dispatches, {tr['uploads']} upload(s) ({tr['upload_bytes']} bytes), "
+               f"{tr['readbacks']} read-back(s) after the last step; nothing moved between steps")
+    return out
+
+
+def verify(ctx: Context, record_path: str | Path, *, progress=None, on_event=None, stop=None) -> dict:
+    rec = read_record(record_path)
+    if rec.get("kind") == "train":
+        raise StudioError("this is a training record: verify re-runs workflow runs", file=str(record_path),
+                          field="kind", hint="retrain with `scellis train` and compare its loss curve")
+
+    def event(e):
+        if on_event is not None:
+            on_event(e)
+        if progress is not None and e.kind == "done":
+            progress(e.index + 1, e.total)
+    return verify_record(ctx, rec, on_event=event, stop=stop).to_json()
+
+
+# ------------------------------------------------------------------ train
+def train(ctx: Context, path: str | Path, *, steps: int | None = None, optimizer: str | None = None,
+          learning_rate: float | None = None, swaps: dict[str, str] | None = None, prove: bool = False,
+          allow_unverified: bool = False, receipts: str | Path | None = None, resume: str | Path | None = None,
+          checkpoint: str | Path | None = None, record: str | Path | None = None, out_dir: str | Path | None = None,
+          compare: dict[str, str] | None = None, progress=None, on_step=None, stop=None) -> dict:
+    wf = load_workflow(path)
+    if wf.train is None:
+        raise wf.error(("train",), "the workflow has no [train] section", hint="docs/workflows.md, \"Training\"")
+    if swaps:
+        wf = swapped(wf, swaps)
+    changes = {k: v for k, v in (("optimizer", optimizer), ("learning_rate", learning_rate)) if v is not None}
+    if changes:
+        wf = replace(wf, train=replace(wf.train, **changes))
+    out = Path(out_dir) if out_dir is not None else Path.cwd()
+    stem = Path(wf.record).name.removesuffix(".record.json")
+    ck_path = check_writable(_target(out, checkpoint or wf.train.checkpoint or f"{stem}.checkpoint.json"))
+    rec_path = check_writable(_target(out, record or wf.record))
+    start, before, opt = None, [], None
+    if resume is not None:
+        d = ckpt.read_checkpoint(resume)
+        if d["workflow_sha256"] != wf.hash:
+            raise StudioError("the checkpoint was written by another version of this workflow", file=str(resume),
+                              field="workflow_sha256", hint="resume with the workflow file that wrote it")
+        start, before = ckpt.checkpoint_params(d, file=str(resume)), list(d["losses"])
+    lines = []
+    tr = Trainer(ctx, wf, receipts=receipts, allow_unverified=allow_unverified, params=start, check=False)
+    if resume is not None:
+        opt = Optimizer.from_json(d["optimizer"], {n: a.shape for n, a in tr.params.items()})
+        tr.optimizer = opt
+    if prove:
+        lines += prove_ops(ctx, [s.pkg for s in tr.plan.unverified] + [tr.loss_pkg], progress=progress)
+        tr.reverify()
+        lines += prove_gradients(ctx, tr, receipts=receipts)
+    tr.check()
+    ladder = tr.ladder()
+    comparison = compare_rungs(ctx, wf, *next(iter(compare.items())), receipts=receipts,
+                               allow_unverified=allow_unverified) if compare else None
+    total = int(steps or wf.train.steps)
+
+    def step(s):
+        if on_step is not None:
+            on_step(s)
+        if progress is not None:
+            progress(s.step, total)
+    res = tr.run(total, on_step=step, stop=stop)
+    res.ladder = ladder
+    ck = ckpt.make_checkpoint(workflow_sha256=wf.hash, step=len(before) + len(res.losses), params=res.params,
+                              optimizer=tr.optimizer.to_json(), losses=before + res.losses)
+    ck_file, ck_sha = ckpt.write_checkpoint(ck_path, ck)
+    options = {"steps": total, "optimizer": wf.train.optimizer, "learning_rate": wf.train.learning_rate,
+               "swaps": dict(swaps or {}), "resume": str(resume) if resume else None, "prove": prove,
+               "receipts": str(receipts) if receipts else None}
+    rec = training_record(ctx, tr, res, options=options, checkpoint={"file": str(ck_file), "sha256": ck_sha},
+                          losses_before=before)
+    if comparison:
+        rec["training"]["comparison"] = comparison
+    write_record(rec_path, rec)
+    t = rec["training"]
+    return {"workflow": wf.name, "status": res.status, "losses": t["losses"], "final_loss": res.final_loss,
+            "fall": t["fall"], "params": {n: a for n, a in res.params.items()}, "ladder": ladder,
+            "memory": t["memory"], "comparison": comparison, "checkpoint": str(ck_file), "record_path": str(rec_path),
+            "seconds": t["seconds"], "lines": lines, "optimizer": wf.train.optimizer}
+
+
+# ------------------------------------------------------------------ the device worker's request kinds
+def _announcing(req):
+    def on_event(e):
+        if e.kind == "start" and e.pkg is not None:
+            req.announce(e.pkg)
+    return on_event
+
+
+def handle_run(req, *, path: str, **kw):
+    return run_workflow(req.ctx, path, progress=req.progress, on_event=_announcing(req), **kw)
+
+
+def handle_verify(req, *, record: str):
+    return verify(req.ctx, record, progress=req.progress, on_event=_announcing(req))
+
+
+def handle_train(req, *, path: str, **kw):
+    return train(req.ctx, path, progress=req.progress, **kw)

@@ -1,0 +1,219 @@
+"""The provenance record of a run (schema: docs/workflows.md), and ``verify_record``: run it again
+and say, step by step, whether every output reproduces.
+
+The record pins every step's op by content hash, the user's op exactly as the builtins beside it
+(a step's entry has the same fields whoever wrote the op; nothing in it says builtin or user), with
+its receipt on this GPU profile, its parameters, the hashes of what it read and wrote, and its
+times; the workflow's text and hash; the GPU profile with its backend; the engine, wgpu, numpy and
+Python versions; the seed of every generated source. Written atomically (studio/engine/atomic.py),
+read back bounded and strict (studio/engine/proof/receipts.py: ``parse_json``)."""
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import json
+import platform
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ... import __version__
+from ..arrays import check_writable
+from ..atomic import write_text
+from ..context import Context
+from ..contract.package import read_regular
+from ..errors import StudioError
+from ..proof.receipts import parse_json
+from .plan import make_plan
+from .run import ARRAY_HASH, RunResult, run_plan
+from .spec import parse_workflow
+
+SCHEMA = "scellis-workflow-record/1"
+MAX_RECORD_BYTES = 64 << 20
+HINT = "give a record written by `scellis workflow run --record` (docs/workflows.md)"
+
+
+def engine_versions() -> dict:
+    import wgpu
+    return {"studio": __version__, "wgpu": wgpu.__version__, "numpy": np.__version__,
+            "python": platform.python_version(), "platform": platform.platform()}
+
+
+def seeds(res: RunResult) -> dict:
+    """The seed of every generated source: generator ops' ``seed`` params, the engine's generators."""
+    out = {}
+    for n, s in res.steps.items():
+        if s.plan.pkg.contract.tolerance.category == "generator" and "seed" in s.plan.params:
+            out[n] = s.plan.params["seed"]
+    for n, info in res.sources.items():
+        if info.get("kind") == "generator":
+            out[n] = info["seed"]
+    return out
+
+
+def make_record(ctx: Context, res: RunResult, *, options: dict | None = None) -> dict:
+    wf = res.plan.wf
+    return {
+        "schema": SCHEMA,
+        "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+        "workflow": {"name": wf.name, "file": str(Path(wf.file).resolve()) if wf.file[:1] != "<" else wf.file,
+                     "sha256": wf.hash, "text": wf.text},
+        "run": {"status": res.status, "until": res.plan.until, "allow_unverified": res.allow_unverified,
+                "unverified_steps": [s.name for s in res.plan.unverified], "order": list(res.plan.order),
+                "options": dict(options or {})},
+        "gpu_profile": ctx.device.profile.to_json(),
+        "engine": engine_versions(),
+        "array_hash": ARRAY_HASH,
+        "seeds": seeds(res),
+        "sources": {n: dict(info) for n, info in res.sources.items()},
+        "steps": [s.to_record(res) for s in res.steps.values()],
+        "seconds": dict(res.seconds),
+        "transfers": dict(res.transfers),
+        "sinks": {},
+    }
+
+
+def write_record(path: str | Path, record: dict) -> Path:
+    p = check_writable(path)
+    write_text(p, json.dumps(record, indent=1, sort_keys=True, allow_nan=False) + "\n")
+    return p
+
+
+def read_record(path: str | Path) -> dict:
+    raw = read_regular(path, MAX_RECORD_BYTES, what="the record", file=str(path), hint=HINT)
+    rec = parse_json(raw, str(path), what="record", hint=HINT)
+    problems = record_problems(rec)
+    if problems:
+        raise StudioError(f"not a workflow record: {problems[0]}", file=str(path), field=problems[0].split()[0],
+                          hint=HINT)
+    return rec
+
+
+def record_problems(r) -> list[str]:
+    if not isinstance(r, dict):
+        return [f"record is a JSON {type(r).__name__}, not an object"]
+    if r.get("schema") != SCHEMA:
+        return [f"schema is {r.get('schema')!r}, not {SCHEMA!r}"]
+    out = []
+    for key, typ in (("workflow", dict), ("run", dict), ("steps", list), ("gpu_profile", dict), ("sources", dict)):
+        if not isinstance(r.get(key), typ):
+            out.append(f"{key} is {'missing' if key not in r else type(r[key]).__name__}, not {typ.__name__}")
+    if out:
+        return out
+    w = r["workflow"]
+    if not (isinstance(w.get("text"), str) and isinstance(w.get("file"), str) and isinstance(w.get("sha256"), str)):
+        return ["workflow.text, workflow.file and workflow.sha256 must be strings"]
+    if hashlib.sha256(w["text"].encode("utf-8")).hexdigest() != w["sha256"]:
+        out.append("workflow.sha256 is not the hash of workflow.text: the record was edited")
+    for i, s in enumerate(r["steps"]):
+        if not (isinstance(s, dict) and isinstance(s.get("name"), str) and isinstance(s.get("outputs"), dict)
+                and isinstance(s.get("package_hash"), str)):
+            out.append(f"steps[{i}] is not a step entry (name, package_hash, outputs)")
+    return out
+
+
+# ------------------------------------------------------------------ verify: run it again
+@dataclass
+class StepCheck:
+    name: str
+    op: str
+    problems: list[str] = field(default_factory=list)
+    outputs: dict[str, tuple[str, str | None]] = field(default_factory=dict)   # output -> (then, now)
+    receipt: tuple[str, str] = ("", "")                                          # status then, now
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems and all(a == b for a, b in self.outputs.values())
+
+    def line(self) -> str:
+        head = f"{'ok  ' if self.ok else 'FAIL'}  step {self.name:12s} {self.op}"
+        outs = ", ".join(f"{o} {'reproduced' if a == b else 'DIFFERS'} ({a[:12]}{'' if a == b else ' → ' + str(b)[:12]})"
+                         for o, (a, b) in self.outputs.items())
+        rec = f"; receipt then {self.receipt[0]}, now {self.receipt[1]}" if self.receipt[0] != self.receipt[1] else ""
+        return "  ".join(x for x in (head, outs + rec, "; ".join(self.problems)) if x)
+
+
+@dataclass
+class VerifyReport:
+    workflow: str
+    steps: list[StepCheck]
+    notes: list[str]
+    problems: list[str]
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems and all(s.ok for s in self.steps)
+
+    def lines(self) -> list[str]:
+        out = [f"verify  {self.workflow}: every step run again"]
+        out += [f"  {s.line()}" for s in self.steps]
+        out += [f"  note  {n}" for n in self.notes]
+        out += [f"  FAIL  {p}" for p in self.problems]
+        out.append("verdict: " + ("reproduced: every output hash matches the record" if self.ok
+                                  else "NOT reproduced"))
+        return out
+
+    def to_json(self) -> dict:
+        return {"workflow": self.workflow, "ok": self.ok, "notes": self.notes, "problems": self.problems,
+                "steps": [{"name": s.name, "op": s.op, "ok": s.ok, "problems": s.problems,
+                           "outputs": {k: {"recorded": a, "now": b} for k, (a, b) in s.outputs.items()},
+                           "receipt": {"recorded": s.receipt[0], "now": s.receipt[1]}} for s in self.steps],
+                "lines": self.lines()}
+
+
+def verify_record(ctx: Context, record: dict, *, on_event=None, stop=None) -> VerifyReport:
+    """Re-run the recorded workflow text with the ops as they are now (unverified ones allowed: the
+    question is reproduction) and compare, step by step, op hashes and output hashes."""
+    problems = record_problems(record)
+    if problems:
+        raise StudioError(f"not a workflow record: {problems[0]}", field=problems[0].split()[0], hint=HINT)
+    w, run = record["workflow"], record["run"]
+    rep = VerifyReport(w.get("name", "?"), [], [], [])
+    here = ctx.device.profile.id
+    if record["gpu_profile"].get("id") != here:
+        rep.notes.append(f"recorded on GPU profile {record['gpu_profile'].get('id')}, re-run on {here}: ops whose "
+                         "tolerance is not exact may legitimately differ in their last bits")
+    f = Path(w["file"])
+    try:
+        now = hashlib.sha256(read_regular(f, MAX_RECORD_BYTES, what="workflow file")).hexdigest()
+        if now != w["sha256"]:
+            rep.notes.append(f"{f} changed since the run; the recorded text is what runs again")
+    except StudioError:
+        rep.notes.append(f"{f} is gone; the recorded text is what runs again")
+    try:
+        wf = parse_workflow(w["text"], file=w["file"], base=f.parent)
+        plan = make_plan(ctx, wf, until=run.get("until"))
+        res = run_plan(ctx, plan, allow_unverified=True, on_event=on_event, stop=stop)
+    except StudioError as e:
+        rep.problems.append(f"could not run it again: {e.format()}")
+        return rep
+    for n, then in record["sources"].items():
+        info = res.sources.get(n)
+        if info is None:
+            rep.problems.append(f"source {n} did not run again")
+        elif then.get("sha256") != info.get("sha256") or (then.get("value") or {}).get("sha256") != info["value"]["sha256"]:
+            rep.problems.append(f"source {n} differs from the record"
+                                + (f" (file {info.get('path')} changed)" if then.get("sha256") != info.get("sha256") else ""))
+    for then in record["steps"]:
+        name = then["name"]
+        chk = StepCheck(name, str(then.get("op")))
+        rep.steps.append(chk)
+        got = res.steps.get(name)
+        if got is None:
+            chk.problems.append("did not run again")
+            continue
+        p = got.plan
+        if p.pkg.hash != then["package_hash"]:
+            chk.problems.append(f"op content changed: recorded {then['package_hash'][:16]}, now {p.pkg.hash[:16]}")
+        if p.pkg.id != then.get("op"):
+            chk.problems.append(f"the step now runs {p.pkg.id}")
+        if dict(p.params) != then.get("params", {}):
+            chk.problems.append("params differ from the record")
+        chk.receipt = (str((then.get("receipt") or {}).get("status")), p.verification.status)
+        for o, meta in then["outputs"].items():
+            key = got.outputs.get(o)
+            chk.outputs[o] = (str(meta.get("sha256")), res.digests[key]["sha256"] if key else None)
+    if res.status != run.get("status", "done"):
+        rep.problems.append(f"the run ended {res.status}, the record says {run.get('status')}")
+    return rep
