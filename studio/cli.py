@@ -385,6 +385,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tolerance", type=_positive, help="override the declared gradient tolerance (writes no receipt)")
     p.add_argument("--no-receipt", action="store_true", help="do not write receipts/gradcheck/<hash>.json")
     p.set_defaults(fn=cmd_gradcheck)
+    from .cli_workflow import add_commands
+    add_commands(sub)          # workflow run|verify|show, train
     return ap
 
 

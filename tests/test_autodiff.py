@@ -25,15 +25,24 @@ def catalog():
 
 
 @pytest.fixture(scope="module")
-def ledger(module_ctx, tmp_path_factory, catalog):
-    """Gradcheck receipts for the ops the pipelines use, kept outside the repository."""
-    root = tmp_path_factory.mktemp("gradcheck")
+def checked(module_ctx, catalog):
+    """Gradchecks of the ops the pipelines use (once per module: they take seconds)."""
+    out = []
     for op in ("core/signal/fir@1", "user/demo/windowed_median@1", "core/reduce/mse@1", "core/signal/affine@1",
                "core/shape/unfold@1", "core/reduce/median_rows@1"):
         pkg = catalog.resolve(op)
         rep = gradcheck(module_ctx, pkg)
         assert rep.verdict == "pass"
-        write_receipt(pkg, rep, root)
+        out.append((pkg, rep))
+    return out
+
+
+@pytest.fixture
+def ledger(ctx, checked, tmp_path):
+    """Their receipts, sealed with this test's user key and kept outside the repository."""
+    root = tmp_path / "gradcheck"
+    for pkg, rep in checked:
+        write_receipt(pkg, rep, root, seal=ctx.seal)
     return root
 
 

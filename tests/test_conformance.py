@@ -112,7 +112,7 @@ def test_elementwise_category_is_verified_by_perturbation(ctx, pkg_copy, device)
 def test_tampering_invalidates_the_receipt(ctx, tmp_path, device):
     root = copy_package(MEDIAN, tmp_path / "m")
     pkg = load_package(root)
-    receipt = make_receipt(pkg, conform(ctx, pkg))
+    receipt = ctx.seal.seal(make_receipt(pkg, conform(ctx, pkg)))
     assert verify_receipt(pkg, receipt, device.profile.id).status == "valid"
     for rel in ("forward.wgsl", "reference.py", "op.toml"):
         data = (root / rel).read_bytes()

@@ -57,6 +57,13 @@ def test_forced_opengl_main_job_refuses_and_draws_nothing(tmp_path):
     assert not out.exists()
 
 
+def test_forced_opengl_story_workflow_refuses_and_draws_nothing(tmp_path):
+    out = tmp_path / "story.png"
+    res = scellis("workflow", "run", "--prove", "--plot", out, env=GL, cwd=tmp_path)
+    _assert_refusal(res)
+    assert not out.exists() and not list(tmp_path.glob("*.record.json"))
+
+
 def test_forced_opengl_run_and_conform_refuse(tmp_path, pkg_copy):
     pkg = pkg_copy()
     np.save(tmp_path / "x.npy", np.arange(16, dtype=np.float32))

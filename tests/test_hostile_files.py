@@ -271,13 +271,23 @@ def _receipt(pkg, profile_id: str) -> dict:
     corpus is regenerated from the signature, which is exactly what verify_receipt does)."""
     from studio.engine.proof.corpus import generate
     corpus = generate(pkg.contract.signature, seed=0)
-    return {"schema": "scellis-receipt/1", "op": pkg.id, "hashes": {**pkg.part_hashes(), "corpus": corpus.hash},
-            "corpus": {**corpus.identity, "cases": len(corpus.cases)}, "tolerance": str(pkg.contract.tolerance),
-            "category": pkg.contract.tolerance.category,
-            "gpu_profile": {"id": profile_id, "wgpu_version": "0.32.0", "adapter": {}, "limits": {}},
-            "engine_version": "0.1.0", "wgpu_version": "0.32.0",
-            "cases": {"total": len(corpus.cases), "passed": len(corpus.cases), "failed": 0},
-            "verdict": "pass", "created": "2026-12-01T00:00:00+00:00", "seconds": 0.5}
+    return _sealed(
+        {"schema": "scellis-receipt/1", "op": pkg.id, "hashes": {**pkg.part_hashes(), "corpus": corpus.hash},
+         "corpus": {**corpus.identity, "cases": len(corpus.cases)}, "tolerance": str(pkg.contract.tolerance),
+         "category": pkg.contract.tolerance.category,
+         "gpu_profile": {"id": profile_id, "wgpu_version": "0.32.0", "adapter": {}, "limits": {}},
+         "engine_version": "0.1.0", "wgpu_version": "0.32.0",
+         "cases": {"total": len(corpus.cases), "passed": len(corpus.cases), "failed": 0},
+         "backward": {"tolerance": "exact", "cases": len(corpus.cases), "passed": len(corpus.cases), "failed": 0,
+                      "verdict": "pass"},
+         "verdict": "pass", "created": "2026-12-01T00:00:00+00:00", "seconds": 0.5})
+
+
+def _sealed(body: dict) -> dict:
+    """Sealed with this test's user key, as conformance seals what it writes (docs/receipt.md)."""
+    from studio.engine.home import studio_home
+    from studio.engine.seal import ReceiptSeal
+    return ReceiptSeal(studio_home()).seal(body)
 
 
 @pytest.mark.parametrize("edit, field", [
@@ -311,12 +321,12 @@ def test_receipt_values_that_disagree_with_the_package_are_stale(median):
     pkg = load_package(median)
     good = _receipt(pkg, "here")
     for key, value in [("op", "user/demo/other@1"), ("tolerance", "ulp(4)"), ("category", "elementwise")]:
-        assert verify_receipt(pkg, {**good, key: value}, "here").status == "stale", key
+        assert verify_receipt(pkg, _sealed({**good, key: value}), "here").status == "stale", key
     for key, value in [("coverage", "less"), ("version", 999), ("cases", 3)]:
         bad = {**good, "corpus": {**good["corpus"], key: value}}
         if key == "cases":
             bad["cases"] = {"total": 3, "passed": 3, "failed": 0}
-        assert verify_receipt(pkg, bad, "here").status == "stale", key
+        assert verify_receipt(pkg, _sealed(bad), "here").status == "stale", key
 
 
 def test_hostile_receipts_through_run_and_receipts(median, tmp_path):
@@ -643,3 +653,16 @@ def test_out_onto_a_read_only_or_full_filesystem_is_a_message(tmp_path, fs, word
                        MEDIAN_ID, "--param", "w=3", "--input", str(x), "--out", str(out / "y.npy"), "--timeout", "60")
     refused_by_cli(res, f"error: {out / 'y.npy'}", words, "hint:")
     assert ".tmp" not in res.stderr
+
+
+def test_a_wgsl_file_that_crashes_the_compiler_is_a_message_not_a_segfault(pkg_copy):
+    """10,000 nested parentheses segfault naga; the check compiles in the device worker, so the
+    CLI reports it (exit 2, the kernel's file named) and the next request gets a fresh worker."""
+    import subprocess
+    import sys
+    deep = "let i = " + "(" * 10000 + "gid.x" + ")" * 10000 + ";"
+    root = pkg_copy(forward__wgsl=[("let i = gid.x + gid.y * nwg.x * 64u;", deep)])
+    res = subprocess.run([sys.executable, "-m", "studio.cli", "check", str(root)], capture_output=True, text=True,
+                         timeout=300)
+    assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
+    assert "device worker died" in res.stderr and "forward.wgsl" in res.stderr, res.stderr

@@ -152,3 +152,29 @@ def test_training_refuses_a_device_vjp_that_fails_backward_conformance(ctx, pkg_
     ref = Tape(ctx, place="reference")                 # the reference path's VJP is still usable
     xr = ref.leaf(x0, trainable=True)
     assert ref.backward(ref.call(pkg, {"x": xr}, {"w": 7})["y"])[xr].shape == (64,)
+
+
+def test_a_reference_returning_the_wrong_shape_is_told_where_and_what(ctx, pkg_copy):
+    from studio.engine.errors import StudioError
+    root = pkg_copy(reference__py=[("    return y\n", "    return y[:-1]\n")])
+    pkg = load_package(root)
+    with pytest.raises(StudioError) as info:
+        ctx.references.forward(pkg, {"x": np.arange(9, dtype=np.float32)}, {"w": 3})
+    e = info.value
+    assert e.file == str(root / "reference.py") and e.line is not None and "def forward" in \
+        (root / "reference.py").read_text().splitlines()[e.line - 1]
+    assert "shape (6,)" in e.message and "(7,)" in e.hint
+
+
+def test_a_sum_the_driver_cuts_short_fails_conformance(ctx, pkg_copy, device):
+    """lavapipe ends any invocation's loops after 65,535 iterations, silently. fir's taps gradient
+    summed in one loop over 10⁶ samples came out 15× too small, and the γ_n·Σ|terms| bound could
+    not see it on random values; the fold case with constant values does."""
+    if "llvmpipe" not in str(device.profile.adapter.get("device")):
+        pytest.skip("the 65,535-iteration loop cut is lavapipe's; elsewhere one long loop is correct")
+    from conftest import BUILTINS
+    one_loop = [("    for (var i = lane; i < m; i = i + LANES) {",
+                 "    for (var i = select(m, 0u, lane == 0u); i < m; i = i + 1u) {")]
+    rep, text = verdict(ctx, pkg_copy(BUILTINS / "fir", "fir", backward__wgsl=one_loop))
+    assert not rep.ok and rep.backward.failures and rep.backward.failures[0].case.shape_kind == "fold", text
+    assert rep.backward.failures[0].case.value_kind == "constant"

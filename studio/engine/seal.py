@@ -65,17 +65,23 @@ class ReceiptSeal:
             os.close(fd)
 
     def _create(self) -> bytes:
+        """A new key, crash-safely: written and fsynced in a private temp file, then linked into
+        place (link never replaces: if another process made the key first, theirs is used)."""
         self.home.mkdir(parents=True, exist_ok=True)
         key = secrets.token_bytes(32)
-        try:
-            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-        except FileExistsError:          # another process made it first: use theirs
-            return self._read()
+        tmp = self.home / f".{KEY_FILE}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)  # atomic-ok: linked below
         try:
             os.write(fd, key)
             os.fsync(fd)
         finally:
             os.close(fd)
+        try:
+            os.link(tmp, self.path)
+        except FileExistsError:
+            return self._read()
+        finally:
+            tmp.unlink(missing_ok=True)
         return key
 
     @property

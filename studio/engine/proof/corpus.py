@@ -246,8 +246,11 @@ def generate(sig: Signature, *, seed: int = 0, large: bool = False, fold_size: i
             {**params, size_param: LARGE_SIZE} if size_param else params)
     if fold_size is not None and combos:
         params, dims = combos[0], {s: 1 for s in other_dims}
-        add("fold", "normal", {**dims, primary: fold_size} if not size_param else dims,
-            {**params, size_param: fold_size} if size_param else params)
+        # normal values, and constant ones: a long sum of equal terms shows a loop the driver cut
+        # short (lavapipe ends a loop after 65,535 iterations) where a bound on Σ|terms| cannot
+        for kind in ("normal", "constant"):
+            add("fold", kind, {**dims, primary: fold_size} if not size_param else dims,
+                {**params, size_param: fold_size} if size_param else params)
     if not cases:
         raise StudioError("the signature admits no input the corpus generator can build",
                           hint="check that the param ranges and relations can all hold at once")

@@ -8,6 +8,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
+from ..arrays import check_input
 from ..context import Context
 from ..contract.package import MANIFEST, OpPackage, load_package, write_package
 from ..errors import StudioError
@@ -125,6 +128,11 @@ def require_proof(ctx: Context, pkg: OpPackage, *, progress=None) -> Proof:
 
 def run(ctx: Context, pkg: OpPackage, *, inputs: dict | None = None, params: dict | None = None,
         budget_bytes: int | None = None, require_receipt: bool = False, progress=None) -> dict:
+    """One op on the device. Inputs are checked against the signature first (dtype, domain: NaN
+    for a `finite` input is refused), whoever calls: the CLI, the Studio, a workflow."""
+    for t in pkg.contract.signature.inputs:
+        if inputs and t.name in inputs:
+            check_input(np.asarray(inputs[t.name]), t)
     if require_receipt:
         require_proof(ctx, pkg, progress=progress)
     return run_op(ctx, pkg, inputs or {}, params or {}, budget_bytes=budget_bytes)

@@ -70,13 +70,14 @@ def prove_gradients(ctx: Context, trainer: Trainer, *, receipts=None) -> list[st
     for _, pkg, _ in trainer.differentiated():
         todo += [bs.pkg for bs in bind(pkg, ctx.catalog)] if pkg.contract.composite is not None else [pkg]
     for pkg in {p.hash: p for p in todo}.values():
-        if pkg.contract.backward.kind != "vjp" or receipt_store.gradcheck_status(pkg, receipts)[0] == "pass":
+        if pkg.contract.backward.kind != "vjp" or \
+                receipt_store.gradcheck_status(pkg, receipts, seal=ctx.seal)[0] == "pass":
             continue
         rep = run_gradcheck(ctx, pkg)
         if receipts is None:
-            earn_gradcheck_receipt(pkg, rep)
+            earn_gradcheck_receipt(pkg, rep, seal=ctx.seal)
         else:                                   # the caller's receipt folder (Tape(receipts=...))
-            receipt_store.write_gradcheck_receipt(pkg, rep, receipts)
+            receipt_store.write_gradcheck_receipt(pkg, rep, receipts, seal=ctx.seal)
         lines.append(f"gradcheck {pkg.id}: {rep.verdict.upper()}" + (f" ({rep.why})" if rep.why else ""))
         if rep.verdict != "pass":
             raise StudioError(f"{pkg.id}: gradcheck gives {rep.verdict.upper()}: {rep.why}; training will not use "

@@ -209,7 +209,7 @@ def _snapshot(tmp: str, n: int, files: dict, reference: str) -> str:
             raise ValueError(f"refused package path {rel!r}")
         path = os.path.join(root, *parts)
         os.makedirs(os.path.dirname(path), 0o700, exist_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o400)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o400)  # atomic-ok: a private snapshot in the host's temp folder
         try:
             view = memoryview(data).cast("B")
             while view:

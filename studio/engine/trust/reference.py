@@ -173,6 +173,14 @@ def reference_error(exc: Exception, pkg: OpPackage, what: str) -> StudioError:
                        hint="fix the reference so it handles every input the signature admits")
 
 
+def _def_line(source: str, name: str) -> int | None:
+    """The line of ``def name(`` in the reference's source (where a wrong return is to be fixed)."""
+    for n, line in enumerate(source.splitlines(), 1):
+        if line.lstrip().startswith(f"def {name}("):
+            return n
+    return None
+
+
 def outputs_dict(pkg: OpPackage, out, shapes: dict | None = None) -> dict[str, np.ndarray]:
     outs = pkg.contract.signature.outputs
     if not isinstance(out, dict):
@@ -185,8 +193,12 @@ def outputs_dict(pkg: OpPackage, out, shapes: dict | None = None) -> dict[str, n
         if shapes is not None and a.shape != tuple(shapes[o.name]):
             a = a.reshape(-1) if a.size == int(np.prod(shapes[o.name])) else a
             if a.size != int(np.prod(shapes[o.name])):
+                fn = pkg.contract.reference_forward
                 raise StudioError(f"reference output '{o.name}' has shape {a.shape}, the signature says "
-                                  f"{tuple(shapes[o.name])}", file=pkg.reference_path)
+                                  f"{tuple(shapes[o.name])}", file=pkg.reference_path,
+                                  line=_def_line(pkg.reference_source, fn), field="reference.forward",
+                                  hint=f"make {fn}() return an array of shape {tuple(shapes[o.name])} for "
+                                       f"'{o.name}' (the signature: {pkg.contract.signature.text})")
             a = a.reshape(shapes[o.name])
         with np.errstate(over="ignore", invalid="ignore"):
             result[o.name] = a.astype(numpy_dtype(o.dtype))

@@ -229,7 +229,11 @@ class WorkerClient:
             op, op_file = str(kwargs.get("target") or request), None
             settled = False            # the child is idle again (replied) or was replaced
             try:
-                packed = pack(kwargs, segments)
+                try:
+                    packed = pack(kwargs, segments)
+                except StudioError:
+                    settled = True         # nothing was sent: the child is idle, no restart needed
+                    raise
                 with self._state:
                     self._inflight, self._cancelled = (rid, request), False
                 t0 = time.monotonic()
@@ -251,7 +255,7 @@ class WorkerClient:
                         self._restart()
                         raise WorkerTimeout(op, seconds, budget, request, op_file)
                     try:
-                        if not self._conn.poll(left):
+                        if not self._conn.poll(min(left, 3600.0)):
                             continue
                         msg = self._conn.recv()
                     except (EOFError, OSError):
@@ -266,9 +270,11 @@ class WorkerClient:
                         if cancelled:
                             raise WorkerCancelled(op, seconds) from None
                         raise StudioError(f"the device worker died while running {op} ({request}) "
-                                          f"(exit code {code}); it was restarted",
-                                          hint="a driver crash or an out-of-memory kill; the next request "
-                                               "runs in a fresh worker") from None
+                                          f"(exit code {code}); it was restarted", file=op_file or None,
+                                          hint="a crash of the WGSL compiler or the driver on this kernel, or an "
+                                               "out-of-memory kill; simplify the kernel (deeply nested "
+                                               "expressions crash naga). The next request runs in a fresh "
+                                               "worker") from None
                     tag = msg[0]
                     if msg[1] != rid:
                         if tag == "ok":

@@ -44,7 +44,8 @@ class Verification:
 
 
 def verify_op(ctx: Context, pkg: OpPackage) -> Verification:
-    """The one verification: a valid conformance receipt for this GPU profile, or why not."""
+    """The one verification: a valid conformance receipt for this GPU profile (sealed by this
+    machine's key, ``ctx.seal``), or why not."""
     profile = ctx.device.profile.id
     if pkg.contract.composite is not None:
         parts = []
@@ -53,14 +54,12 @@ def verify_op(ctx: Context, pkg: OpPackage) -> Verification:
             parts.append({"op": bs.pkg.id, "package_hash": bs.pkg.hash, **v.to_json()})
         worst = next((p["status"] for p in parts if p["status"] != "valid"), "valid")
         return Verification(worst, None, None, parts)
-    status = local_status(pkg, profile)
-    if status != "valid":
-        return Verification(status)
-    for path, v in judge_receipts(pkg, profile):
+    for path, v in judge_receipts(pkg, profile, ctx.seal):        # the valid one, named by file and hash
         if v.status == "valid":
             raw = read_regular(path, MAX_RECEIPT_BYTES, what="receipt", file=str(path))
             return Verification("valid", path.name, hashlib.sha256(raw).hexdigest())
-    return Verification("stale")         # it changed between the two looks: not valid now
+    status = local_status(pkg, profile, ctx.seal)                  # none valid: the rule says why not
+    return Verification("stale" if status == "valid" else status)   # (valid now: it changed in between)
 
 
 @dataclass

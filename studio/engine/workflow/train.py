@@ -70,17 +70,19 @@ def swapped(wf: Workflow, swaps: dict[str, str]) -> Workflow:
 
 
 class Trainer:
-    """``receipts``: where gradcheck receipts are looked up (default: each package's own)."""
+    """``receipts``: where gradcheck receipts are looked up (default: each package's own); ``place``:
+    "device" (the declared backward kernels) or "reference" (every VJP on the reference path, as
+    the tape does it: a cross-check of the device's gradients)."""
 
     def __init__(self, ctx: Context, wf: Workflow, *, receipts=None, allow_unverified: bool = False,
                  optimizer: Optimizer | None = None, params: dict[str, np.ndarray] | None = None,
-                 check: bool = True):
+                 check: bool = True, place: str = "device"):
         """``check=False`` defers the refusals (unverified ops, the ladder) to ``check()``: a caller
         that first earns the missing receipts (services.workflows.train with ``prove``) calls it after."""
         if wf.train is None:
             raise wf.error(("train",), "the workflow has no [train] section",
                            hint="add [train] with prediction, target and an optimizer (docs/workflows.md)")
-        self.ctx, self.wf, self.cfg, self.receipts = ctx, wf, wf.train, receipts
+        self.ctx, self.wf, self.cfg, self.receipts, self.place = ctx, wf, wf.train, receipts, place
         self.trainable = [n for n, s in wf.sources.items() if s.trainable]
         if not self.trainable:
             raise wf.error(("sources",), "no source is trainable", hint="mark parameters with trainable = true")
@@ -169,7 +171,7 @@ class Trainer:
         if missing:
             raise self.wf.error(at, f"{label}: {pkg.id} declares no VJP for its input '{missing[0]}'",
                                 hint=f"add `vjp {missing[0]}: ...` to its [backward] and pass `scellis gradcheck`")
-        status, why = gradcheck_status(pkg, self.receipts)
+        status, why = gradcheck_status(pkg, self.receipts, seal=self.ctx.seal)
         if status != "pass":
             raise self.wf.error(at, f"{label}: the declared VJP of {pkg.id} has no passing gradcheck ({why}); "
                                 "training will not use it",
@@ -178,7 +180,7 @@ class Trainer:
     # ------------------------------------------------------------------ forward and backward
     def forward(self, params: dict[str, np.ndarray]):
         """The loss at ``params``: (tape, loss value, parameter leaves, step of each tape node)."""
-        tape = Tape(self.ctx, receipts=self.receipts, checks=self.checks)
+        tape = Tape(self.ctx, receipts=self.receipts, place=self.place, checks=self.checks)
         values, leaves, step_of = {}, {}, {}
         for n in self.order:
             if n in self.wf.sources:

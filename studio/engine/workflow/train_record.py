@@ -29,15 +29,16 @@ def training_record(ctx: Context, tr: Trainer, res: TrainResult, *, options: dic
         sp = tr.plan.steps.get(n)
         if sp is None:
             continue
-        g = gradcheck_status(sp.pkg, tr.receipts) if sp.pkg.contract.backward.kind == "vjp" else (sp.pkg.contract.backward.kind, "")
+        kind = sp.pkg.contract.backward.kind
+        g = gradcheck_status(sp.pkg, tr.receipts, seal=ctx.seal) if kind == "vjp" else (kind, "")
         steps.append({"name": n, "op": sp.pkg.id, "ref": sp.step.op, "package_hash": sp.pkg.hash,
                       "receipt": sp.verification.to_json(), "gradcheck": {"status": g[0], "why": g[1]},
                       "params": dict(sp.params), "outputs": {}, "vjp_place": res.places.get(n)})
     lp = tr.loss_pkg
+    lg = gradcheck_status(lp, tr.receipts, seal=ctx.seal)
     steps.append({"name": "loss", "op": lp.id, "ref": wf.train.loss, "package_hash": lp.hash,
-                  "receipt": tr.loss_verification.to_json(),
-                  "gradcheck": dict(zip(("status", "why"), gradcheck_status(lp, tr.receipts))), "params": {},
-                  "outputs": {}, "vjp_place": res.places.get("loss")})
+                  "receipt": tr.loss_verification.to_json(), "gradcheck": {"status": lg[0], "why": lg[1]},
+                  "params": {}, "outputs": {}, "vjp_place": res.places.get("loss")})
     seeds = {n: tr.plan.steps[n].params["seed"] for n in tr.order if n in tr.plan.steps
              and tr.plan.steps[n].pkg.contract.tolerance.category == "generator" and "seed" in tr.plan.steps[n].params}
     seeds.update({n: tr.plan.host[n][1]["seed"] for n in tr.order if n in tr.plan.host
