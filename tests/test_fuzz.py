@@ -461,8 +461,8 @@ def proven_fill(tmp_path_factory, module_ctx):
     pkg = load_package(root)
     rep = conform(module_ctx, pkg)
     assert rep.ok
-    path = write_receipt(pkg, make_receipt(pkg, rep))
-    return pkg, path, module_ctx.device.profile.id
+    path = write_receipt(pkg, make_receipt(pkg, rep), module_ctx.seal)
+    return pkg, path, module_ctx.device.profile.id, module_ctx.seal
 
 
 def test_fuzz_receipts(proven_fill):
@@ -472,10 +472,10 @@ def test_fuzz_receipts(proven_fill):
     local_status raise nothing at all); no mutated receipt is valid unless what is judged of it is
     unchanged; the original is valid before and after."""
     from studio.engine.proof.receipts import judge_receipts, local_status, parse_json, read_receipt, verify_receipt
-    pkg, path, profile = proven_fill
+    pkg, path, profile, seal = proven_fill
     original_text = path.read_text()
     original = json.loads(original_text)
-    assert verify_receipt(pkg, original, profile).status == "valid"
+    assert verify_receipt(pkg, original, profile, seal).status == "valid"
     outcomes: Counter = Counter()
 
     @FUZZ
@@ -497,26 +497,27 @@ def test_fuzz_receipts(proven_fill):
             data = None
         status = "malformed"
         if data is not None:
-            v = verify_receipt(pkg, data, profile)
+            v = verify_receipt(pkg, data, profile, seal)
             status = v.status
-            assert status in ("valid", "failed", "stale", "foreign", "malformed")
+            assert status in ("valid", "failed", "stale", "foreign", "forged", "malformed")
             assert status == "malformed" or receipt is not None, (status, v.problems)
             assert status == "valid" or v.problems
             if status == "valid":
                 assert judged(data) == judged(original), "a mutated receipt verified as valid"
         outcomes["refused at read" if receipt is None else
                  "valid (a no-op mutation)" if status == "valid" else status] += 1
-        [(p, seen)] = judge_receipts(pkg, profile)
+        [(p, seen)] = judge_receipts(pkg, profile, seal)
         assert p == path and seen.status == (status if receipt is not None else "malformed"), (seen, status)
-        assert local_status(pkg, profile) == seen.status
+        assert local_status(pkg, profile, seal) == seen.status
 
     t0 = time.perf_counter()
     run()
     seconds = time.perf_counter() - t0
     path.write_text(original_text)
-    assert verify_receipt(pkg, read_receipt(path), profile).status == "valid"      # restored: valid again
+    assert verify_receipt(pkg, read_receipt(path), profile, seal).status == "valid"      # restored: valid again
     total = sum(outcomes.values())
     print(f"\nfuzz receipts: {total} mutated receipts: " + ", ".join(f"{n} {k}" for k, n in outcomes.most_common())
           + f"; 0 other exceptions, {seconds:.1f} s")
     assert total >= EXAMPLES
-    assert outcomes["refused at read"] and outcomes["stale"]          # the generator reaches both outcomes
+    # the generator reaches both outcomes; a mutation that is well-formed breaks the seal (forged)
+    assert outcomes["refused at read"] and outcomes["forged"]

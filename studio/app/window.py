@@ -105,6 +105,7 @@ class MainWindow(QMainWindow):
         m = self.menuBar().addMenu("&File")
         self.act_new = act("New op from template…", self.new_op_dialog, "Ctrl+N", m)
         self.act_open = act("Open package…", self.open_dialog, "Ctrl+O", m)
+        self.act_open_workflow = act("Open workflow…", self.open_workflow_dialog, None, m)
         self.act_save = act("Save", lambda: self.save_current(), "Ctrl+S", m)
         self.act_save_as = act("Save As…", lambda: self.save_current(ask=True), "Ctrl+Shift+S", m)
         act("Close", lambda: self.close_view(self.current()), "Ctrl+W", m)
@@ -189,6 +190,23 @@ class MainWindow(QMainWindow):
         if path:
             self.open_path(path)
 
+    def open_workflow(self, path: str | Path):
+        """A workflow notebook tab for the .toml at ``path`` (studio/app/workflow_view.py)."""
+        from .workflow_view import WorkflowView
+        try:
+            view = WorkflowView(path, self.workers, ctx=self.ctx)
+        except StudioError as e:
+            self.error(e)
+            return None
+        i = self.tabs.addTab(view, f"⚙ {view.wf.name}")
+        self.tabs.setCurrentIndex(i)
+        return view
+
+    def open_workflow_dialog(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, "Open workflow", "", "Workflow (*.toml)")
+        if path:
+            self.open_workflow(path)
+
     def save_current(self, ask: bool = False, folder: str | Path | None = None) -> Path | None:
         view = self.current()
         if view is None:
@@ -217,6 +235,13 @@ class MainWindow(QMainWindow):
         self.background.run(lambda: remember_package(folder), ordered=True)
 
     def close_view(self, view, *, discard: bool | None = None) -> bool:
+        from .workflow_view import WorkflowView
+        if isinstance(view, WorkflowView):
+            if view.job is not None and view.job.active:
+                self.workers.cancel(view.job)
+            self.tabs.removeTab(self.tabs.indexOf(view))
+            view.deleteLater()
+            return True
         if not isinstance(view, DocumentView):
             return False
         if view.doc.dirty and discard is None:

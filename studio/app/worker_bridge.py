@@ -58,13 +58,15 @@ def background_priority(pid: int | None, nice: int = WORKER_NICE) -> int:
 
 def _studio_client(*, budget_s: float):
     """A worker client that also knows the Studio's own request kinds (the ``catalog`` scan)."""
+    from ..engine.services.workflows import HANDLERS as WORKFLOW_HANDLERS
     from ..engine.worker.client import WorkerClient
     from .catalog_scan import BUDGETS, HANDLERS
-    return WorkerClient(budget_s=budget_s, handlers=HANDLERS, budgets=BUDGETS)
+    return WorkerClient(budget_s=budget_s, handlers={**WORKFLOW_HANDLERS, **HANDLERS}, budgets=BUDGETS)
 
 
 class DeviceJob(QObject):
     progress = Signal(int, int)
+    value = Signal(int, float)       # a number a step produced with its progress (a training loss)
     succeeded = Signal(object)
     failed = Signal(object)
     cancelled = Signal()
@@ -163,6 +165,8 @@ class DeviceWorkers(QObject):
         def progress(done, total=None, *rest):
             try:
                 job.progress.emit(int(done), int(total if total is not None else 0))
+                if rest:
+                    job.value.emit(int(done), float(rest[0]))
             except (TypeError, ValueError):
                 pass
 

@@ -254,7 +254,7 @@ def train(ctx: Context, path: str | Path, *, steps: int | None = None, optimizer
         if on_step is not None:
             on_step(s)
         if progress is not None:
-            progress(s.step, total)
+            progress(s.step, total, float(s.loss))      # the loss travels with the progress: a live curve
     res = tr.run(total, on_step=step, stop=stop)
     res.ladder = ladder
     ck = ckpt.make_checkpoint(workflow_sha256=wf.hash, step=len(before) + len(res.losses), params=res.params,

@@ -205,9 +205,10 @@ def child_main(conn, handlers: dict[str, str], life: Lifeline | None = None) -> 
     send(("ready", os.getpid()))
     rid = None
 
-    def progress(done, total):
+    def progress(done, total, value: float | None = None):
+        """(done, total), and optionally one number the step produced (a training loss)."""
         watchdog.touch()
-        send(("progress", rid, int(done), int(total)))
+        send(("progress", rid, int(done), int(total)) + ((float(value),) if value is not None else ()))
 
     def announce(pkg):
         send(("op", rid, pkg.id, pkg.hash, pkg.kernel_path))

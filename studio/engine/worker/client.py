@@ -283,7 +283,7 @@ class WorkerClient:
                     if tag == "progress":
                         deadline = time.monotonic() + budget        # a sign of life
                         if progress is not None:
-                            progress(msg[2], msg[3])
+                            progress(*msg[2:])             # (done, total) or (done, total, value)
                     elif tag == "op":
                         op, op_file = msg[2], msg[4]
                     elif tag == "ok":

@@ -1,0 +1,281 @@
+"""The workflow notebook (issue 14 point 6): one cell per step in run order — its op id and card
+badge, its parameters, and after a run a plot of its output and its time; Run all, Run to here,
+Train, Stop; the provenance record as text. Every run goes through the device worker (the
+``workflow_run`` / ``train`` request kinds of studio/engine/services/workflows.py, the same the CLI
+calls), never on the GUI thread."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QFormLayout,
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QPlainTextEdit,
+    QProgressBar,
+    QPushButton,
+    QScrollArea,
+    QSplitter,
+    QVBoxLayout,
+    QWidget,
+)
+
+from ..engine.errors import StudioError
+from ..engine.workflow.graph import order
+from ..engine.workflow.plan import resolve_op
+from ..engine.workflow.spec import load_workflow
+from .panels.job import error_html
+
+PLOT_SAMPLES = 4000
+
+
+def _plot(title: str = "") -> pg.PlotWidget:
+    w = pg.PlotWidget(title=title, background="w")
+    w.setMinimumHeight(140)
+    w.getPlotItem().setDownsampling(auto=True, mode="peak")
+    w.getPlotItem().setClipToView(True)
+    w.showGrid(x=True, y=True, alpha=0.2)
+    return w
+
+
+class StepCell(QFrame):
+    """One step: header (op, badge), parameters (read-only: edit the .toml), Run to here, plot, time."""
+
+    def __init__(self, view: WorkflowView, name: str, step, badge: dict):
+        super().__init__()
+        self.name, self.step, self.badge = name, step, dict(badge)
+        self.setFrameShape(QFrame.Shape.StyledPanel)
+        lay = QVBoxLayout(self)
+        top = QHBoxLayout()
+        self.header = QLabel()
+        top.addWidget(self.header, 1)
+        self.run_here = QPushButton("Run to here")
+        self.run_here.clicked.connect(lambda: view.run(until=name))
+        top.addWidget(self.run_here)
+        lay.addLayout(top)
+        form = QFormLayout()
+        self.fields: dict[str, QLineEdit] = {}
+        for k, v in step.params.items():
+            f = QLineEdit(str(v))
+            f.setReadOnly(True)
+            f.setToolTip("read from the workflow file; edit the .toml to change it")
+            form.addRow(k, f)
+            self.fields[k] = f
+        lay.addLayout(form)
+        self.plot = _plot()
+        self.curve = self.plot.plot([], [], pen=pg.mkPen("#1f77b4", width=1))
+        lay.addWidget(self.plot)
+        self.time_label = QLabel("not run yet")
+        lay.addWidget(self.time_label)
+        self.seconds: float | None = None
+        self.samples = 0
+        self._header()
+
+    def _header(self) -> None:
+        b = self.badge
+        self.header.setText(f"<b>{self.name}</b> &nbsp; <code>{b.get('op', self.step.op)}</code> &nbsp; "
+                            f"tolerance {b.get('tolerance', '?')} ({b.get('category', '?')}) &nbsp; "
+                            f"receipt <b>{b.get('receipt', 'checked when run')}</b>")
+
+    def show_result(self, rec_step: dict | None, arrays: dict) -> None:
+        if rec_step is not None:
+            self.badge["receipt"] = rec_step["receipt"]["status"]
+            sec = rec_step["seconds"]
+            self.seconds = sec["compile"] + sec["run"]
+            outs = ", ".join(f"{k} {v['sha256'][:12]}" for k, v in rec_step["outputs"].items())
+            self.time_label.setText(f"{1e3 * self.seconds:.1f} ms (compile {1e3 * sec['compile']:.1f}, "
+                                    f"run {1e3 * sec['run']:.1f}) → {outs}")
+            self._header()
+        a = next((v for k, v in arrays.items() if k.startswith(self.name + ".")), None)
+        if a is None:
+            self.curve.setData([], [])
+            self.samples = 0
+            return
+        y = np.asarray(a, dtype=np.float64).reshape(-1)[:PLOT_SAMPLES]
+        self.curve.setData(np.arange(y.size), y)
+        self.samples = int(y.size)
+
+
+class WorkflowView(QWidget):
+    """A workflow file's notebook tab."""
+
+    def __init__(self, path: str | Path, workers, *, ctx=None, out_dir: str | Path | None = None, parent=None):
+        super().__init__(parent)
+        self.path = Path(path).resolve()
+        self.wf = load_workflow(self.path)              # a StudioError with file:line:col on a bad file
+        self.workers, self.ctx = workers, ctx
+        self.out_dir = Path(out_dir) if out_dir is not None else self.path.parent
+        self.job = None
+        self.result: dict | None = None
+        self.train_result: dict | None = None
+        self.losses: list[float] = []
+        self.error_text = ""
+
+        outer = QVBoxLayout(self)
+        bar = QHBoxLayout()
+        self.run_button = QPushButton("Run all")
+        self.run_button.clicked.connect(lambda: self.run())
+        self.train_button = QPushButton("Train")
+        self.train_button.setEnabled(self.wf.train is not None)
+        self.train_button.clicked.connect(lambda: self.train())
+        self.stop_button = QPushButton("Stop")
+        self.stop_button.setEnabled(False)
+        self.stop_button.clicked.connect(self.stop)
+        self.allow_box = QCheckBox("Allow unverified for this run")
+        self.allow_box.setToolTip("run ops without a valid conformance receipt on this GPU; the record says so")
+        self.prove_box = QCheckBox("Prove missing receipts first")
+        self.prove_box.setToolTip("conformance for ops without a receipt here (training: also gradcheck of the "
+                                  "declared VJPs on the way to the loss), as `--prove` does")
+        self.progress = QProgressBar()
+        self.progress.setRange(0, 1)
+        for w in (self.run_button, self.train_button, self.stop_button, self.allow_box, self.prove_box):
+            bar.addWidget(w)
+        bar.addWidget(self.progress, 1)
+        outer.addLayout(bar)
+        self.status = QLabel(f"{self.wf.name}: {len(self.wf.steps)} steps")
+        self.status.setWordWrap(True)
+        outer.addWidget(self.status)
+
+        split = QSplitter()
+        cells_host = QWidget()
+        cells_lay = QVBoxLayout(cells_host)
+        self.cells: list[StepCell] = []
+        for n in order(self.wf):
+            if n in self.wf.steps:
+                cell = StepCell(self, n, self.wf.steps[n], self._badge(n))
+                cells_lay.addWidget(cell)
+                self.cells.append(cell)
+        cells_lay.addStretch(1)
+        scroll = QScrollArea()
+        scroll.setWidgetResizable(True)
+        scroll.setWidget(cells_host)
+        split.addWidget(scroll)
+        side = QWidget()
+        side_lay = QVBoxLayout(side)
+        side_lay.addWidget(QLabel("Provenance record"))
+        self.provenance = QPlainTextEdit()
+        self.provenance.setReadOnly(True)
+        self.provenance.setLineWrapMode(QPlainTextEdit.LineWrapMode.NoWrap)
+        side_lay.addWidget(self.provenance, 2)
+        self.loss_plot = _plot("training loss")
+        self.loss_plot.setLogMode(y=True)
+        self.loss_curve = self.loss_plot.plot([], [], pen=pg.mkPen("#d62728", width=2), symbol="o", symbolSize=4)
+        self.loss_plot.setVisible(self.wf.train is not None)
+        side_lay.addWidget(self.loss_plot, 1)
+        split.addWidget(side)
+        outer.addWidget(split, 1)
+
+    def cell(self, name: str) -> StepCell:
+        return next(c for c in self.cells if c.name == name)
+
+    def _badge(self, name: str) -> dict:
+        """The card badge before anything runs: the op's tolerance and category from the catalog (no
+        device); the receipt status comes with the run (the plan checks it in the worker)."""
+        if self.ctx is None:
+            return {}
+        try:
+            c = resolve_op(self.ctx, self.wf, self.wf.steps[name])
+        except StudioError:
+            return {}
+        return {"op": c.id, "tolerance": str(c.contract.tolerance), "category": c.contract.tolerance.category,
+                "backward": c.contract.backward.kind}
+
+    # ------------------------------------------------------------------ jobs
+    def _start(self, text: str) -> None:
+        self.run_button.setEnabled(False)
+        self.train_button.setEnabled(False)
+        self.stop_button.setEnabled(True)
+        self.progress.setRange(0, 0)
+        self.status.setText(text)
+
+    def _end(self, text: str) -> None:
+        self.run_button.setEnabled(True)
+        self.train_button.setEnabled(self.wf.train is not None)
+        self.stop_button.setEnabled(False)
+        self.progress.setRange(0, 1)
+        self.progress.setValue(1)
+        self.status.setText(text)
+
+    def _progress(self, done: int, total: int) -> None:
+        if total:
+            self.progress.setRange(0, total)
+            self.progress.setValue(done)
+
+    def _live_loss(self, step: int, loss: float) -> None:
+        """A training step's loss, as it arrives from the worker: the curve grows while training runs."""
+        self.losses.append(loss)
+        self.loss_curve.setData(np.arange(1, len(self.losses) + 1), np.maximum(self.losses, 1e-30))
+
+    def _wire(self, job, on_ok) -> None:
+        self.job = job
+        job.progress.connect(self._progress)
+        job.value.connect(self._live_loss)
+        job.succeeded.connect(on_ok)
+        job.failed.connect(self._failed)
+        job.cancelled.connect(lambda: self._end("stopped: the worker was cancelled (it restarts for the next run)"))
+
+    def run(self, until: str | None = None):
+        """Run all (or up to ``until`` and what it needs) in the worker's run lane."""
+        if self.job is not None and self.job.active:
+            return self.job
+        allow = self.allow_box.isChecked()
+        self._start(f"running {self.wf.name}" + (f" up to {until}" if until else "") + "…")
+        job = self.workers.submit("run", "workflow_run", path=str(self.path), out_dir=str(self.out_dir),
+                                  allow_unverified=allow, prove=self.prove_box.isChecked(), until=until,
+                                  all_outputs=True, budget_s=600.0 if self.prove_box.isChecked() else None)
+        self._wire(job, self._ran)
+        return job
+
+    def _ran(self, r: dict) -> None:
+        self.result = r
+        arrays = r.get("arrays", {})
+        steps = {s["name"]: s for s in r["record"]["steps"]}
+        for c in self.cells:
+            c.show_result(steps.get(c.name), arrays)
+        self.provenance.setPlainText("\n".join(r["proofs"] + r["lines"] + r["report_lines"] +
+                                               [f"record    {r['record_path']}"]))
+        self._end(f"{r['status']}: {len(steps)} step(s) in {r['record']['seconds'].get('total', 0):.2f} s; "
+                  f"record {r['record_path']}")
+
+    def _failed(self, err) -> None:
+        text = err.format() if hasattr(err, "format") else str(err)
+        self._end("")
+        extra = ""
+        if "no valid conformance receipt" in text:            # the plan's refusal (plan.require_verified)
+            extra = ("<br><b>Tick “Allow unverified for this run” to run it anyway (the record says so), "
+                     "or prove the op (Conformance in its package tab).</b>")
+            self.allow_box.setStyleSheet("font-weight: bold; color: #b3261e")
+        self.status.setText(error_html(err) + extra)
+        self.error_text = text
+
+    def train(self):
+        if self.job is not None and self.job.active:
+            return self.job
+        self.losses = []
+        self.loss_curve.setData([], [])
+        self._start(f"training {self.wf.name}…")
+        job = self.workers.submit("run", "train", path=str(self.path), out_dir=str(self.out_dir),
+                                  allow_unverified=self.allow_box.isChecked(), prove=self.prove_box.isChecked(),
+                                  budget_s=600.0)
+        self._wire(job, self._trained)
+        return job
+
+    def _trained(self, r: dict) -> None:
+        # the curve grew live from the progress messages; the result's losses are the record's, exactly
+        self.train_result = r
+        self.losses = [float(x) for x in r["losses"]]
+        self.loss_curve.setData(np.arange(1, len(self.losses) + 1), np.maximum(self.losses, 1e-30))
+        self.provenance.setPlainText("\n".join(r["lines"] + [
+            f"training  {r['status']}: {len(self.losses)} steps, optimizer {r['optimizer']}",
+            f"loss      {self.losses[0]:.4g} → {r['final_loss']:.4g}" if self.losses else "loss      (no step ran)",
+            f"checkpoint {r['checkpoint']}", f"record    {r['record_path']}"]))
+        self._end(f"trained: {r['status']}, final loss {r['final_loss']:.4g}")
+
+    def stop(self) -> None:
+        if self.job is not None and self.job.active:
+            self.workers.cancel(self.job)

@@ -1,0 +1,170 @@
+"""The Studio's workflow notebook (studio/app/workflow_view.py; issue 14 point 6), pytest-qt offscreen
+with the real device worker: Run all plots every step with its time and gives the same output hashes
+as `scellis workflow run` on the same file; a missing receipt is refused with the message and the
+"Allow unverified" box; Stop cancels. The test's user data folder is empty (conftest), so the user's
+median has no receipt here: the runs that should run tick "Allow unverified for this run" (the CLI
+run gets --allow-unverified), and the refusal test uses a receipt-less copy of the package."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import MEDIAN, copy_package
+from PySide6.QtCore import Qt
+
+from studio.app.window import MainWindow
+from studio.app.worker_bridge import DeviceWorkers
+from studio.app.workflow_view import WorkflowView
+from studio.cli_workflow import story_workflow
+from studio.engine.errors import StudioError
+
+N = 20_000
+
+
+def story(tmp_path, n=N, edits=()):
+    text = story_workflow().read_text()
+    assert "n = 1000000" in text
+    text = text.replace("n = 1000000", f"n = {n}")
+    for old, new in edits:
+        assert old in text
+        text = text.replace(old, new)
+    p = tmp_path / "story.toml"
+    p.write_text(text)
+    return p
+
+
+@pytest.fixture
+def window(qtbot):
+    win = MainWindow(workers=DeviceWorkers(), offer_recovery=False)
+    qtbot.addWidget(win)
+    win.show()
+    yield win
+    win.shutdown()
+
+
+def test_run_all_plots_every_step_and_matches_the_cli_hashes(qtbot, window, tmp_path):
+    wf = story(tmp_path)
+    assert window.act_open_workflow.text() == "Open workflow…"            # File ▸ Open workflow…
+    view = window.open_workflow(wf)
+    assert window.tabs.currentWidget() is view
+    assert [c.name for c in view.cells] == ["signal", "limit", "median", "smooth"]
+    med = view.cell("median")
+    assert "user/demo/windowed_median@1" in med.header.text() and med.fields["w"].text() == "7"
+    assert "tolerance" in med.header.text() and med.badge.get("category")      # from the op's card
+    view.allow_box.setChecked(True)
+    qtbot.mouseClick(view.run_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: view.result is not None or not view.job.active, timeout=120_000)
+    assert view.result is not None, view.status.text()
+    for c in view.cells:
+        assert c.samples == 4000 and c.seconds is not None and "ms" in c.time_label.text(), c.name
+        _xs, ys = c.curve.getData()
+        assert ys is not None and len(ys) == 4000
+        assert c.badge["receipt"] and f"receipt <b>{c.badge['receipt']}</b>" in c.header.text(), c.badge
+    text = view.provenance.toPlainText()
+    assert "step      median" in text and "nothing moved between steps" in text
+    gui = {s["name"]: s["outputs"] for s in view.result["record"]["steps"]}
+    # the CLI on the same file, its own process and worker
+    rec = tmp_path / "cli.record.json"
+    cli = Path(sys.executable).parent / "scellis"
+    p = subprocess.run([str(cli), "workflow", "run", str(wf), "--allow-unverified", "--record", str(rec),
+                        "--out-dir", str(tmp_path / "cli")], capture_output=True, text=True, timeout=300, check=False)
+    assert p.returncode == 0, p.stderr
+    cli_steps = {s["name"]: s["outputs"] for s in json.loads(rec.read_text())["steps"]}
+    assert gui["median"]["y"]["sha256"] == cli_steps["median"]["y"]["sha256"]
+    assert {k: {o: v["sha256"] for o, v in outs.items()} for k, outs in gui.items()} == \
+        {k: {o: v["sha256"] for o, v in outs.items()} for k, outs in cli_steps.items()}
+
+
+def test_run_to_here_runs_only_what_the_step_needs(qtbot, window, tmp_path):
+    view = window.open_workflow(story(tmp_path))
+    view.allow_box.setChecked(True)
+    qtbot.mouseClick(view.cell("limit").run_here, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: view.result is not None or not view.job.active, timeout=120_000)
+    assert view.result is not None, view.status.text()
+    assert {s["name"] for s in view.result["record"]["steps"]} == {"signal", "limit"}
+    assert view.cell("limit").samples == 4000 and view.cell("median").samples == 0
+
+
+def test_a_missing_receipt_is_refused_with_the_allow_box(qtbot, window, tmp_path):
+    mine = copy_package(MEDIAN, tmp_path / "median")             # a copy: no receipt on this profile
+    view = window.open_workflow(story(tmp_path, edits=[('op = "user/demo/windowed_median@1"', f'op = "{mine}"')]))
+    job = view.run()
+    qtbot.waitUntil(lambda: not job.active, timeout=120_000)
+    assert job.state == "failed" and view.result is None
+    text = view.status.text()
+    assert "no valid conformance receipt" in text and "Allow unverified for this run" in text, text
+    assert view.run_button.isEnabled() and not view.stop_button.isEnabled()
+
+
+def test_stop_cancels_a_run(qtbot, window, tmp_path):
+    view = window.open_workflow(story(tmp_path, n=4_000_000))
+    view.allow_box.setChecked(True)
+    job = view.run()
+    seen = []
+    job.progress.connect(lambda done, total: seen.append((done, total)))
+    qtbot.waitUntil(lambda: bool(seen) or not job.active, timeout=60_000)      # the first step is done: in flight
+    assert view.stop_button.isEnabled()
+    qtbot.mouseClick(view.stop_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: not job.active, timeout=60_000)
+    assert job.state == "cancelled" and view.result is None and "stopped" in view.status.text(), seen
+    assert view.run_button.isEnabled()
+
+
+def test_train_lowers_the_loss_and_plots_it(qtbot, window, tmp_path):
+    text = (Path(story_workflow()).parent / "train_median.toml").read_text()
+    for old, new in (("n = 60000", "n = 2048"), ("steps = 150", "steps = 30")):
+        assert old in text
+        text = text.replace(old, new)
+    wf = tmp_path / "train.toml"
+    wf.write_text(text)
+    view = window.open_workflow(wf)
+    assert view.train_button.isEnabled() and view.loss_plot.isVisible()
+    view.allow_box.setChecked(True)          # no conformance receipts in this test's home ...
+    view.prove_box.setChecked(True)          # ... but training needs the VJPs' gradcheck: earned first
+    qtbot.mouseClick(view.train_button, Qt.MouseButton.LeftButton)
+    live = []                                # the losses as they arrive, step by step, while it trains
+    view.job.value.connect(lambda step, loss: live.append((step, loss, view.train_result is None)))
+    qtbot.waitUntil(lambda: view.train_result is not None or not view.job.active, timeout=300_000)
+    assert view.train_result is not None, view.status.text()
+    losses = view.losses
+    assert len(losses) == 30 and losses[-1] < losses[0] / 10, losses
+    assert [s for s, _, _ in live] == list(range(1, 31)) and all(during for _, _, during in live)
+    assert [loss for _, loss, _ in live] == losses            # the live curve is the record's curve
+    _xs, ys = view.loss_curve.getData()
+    assert len(ys) == 30
+    assert "final loss" in view.status.text() and "checkpoint" in view.provenance.toPlainText()
+
+
+def test_stop_ends_training(qtbot, window, tmp_path):
+    text = (Path(story_workflow()).parent / "train_median.toml").read_text().replace("steps = 150", "steps = 100000")
+    wf = tmp_path / "train.toml"
+    wf.write_text(text)
+    view = window.open_workflow(wf)
+    view.allow_box.setChecked(True)
+    view.prove_box.setChecked(True)
+    job = view.train()
+    seen = []
+    job.progress.connect(lambda done, total: seen.append((done, total)))
+    qtbot.waitUntil(lambda: any(t == 100000 for _, t in seen) or not job.active, timeout=300_000)
+    qtbot.mouseClick(view.stop_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: not job.active, timeout=60_000)
+    assert job.state == "cancelled" and view.train_result is None and "stopped" in view.status.text()
+
+
+def test_a_bad_workflow_file_is_a_studio_error_at_its_position(qtbot, tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[workflow]\nname = "b"\n[steps.a]\nop = "core/signal/clip@1"\ninputs = { x = "nowhere" }\n')
+    with pytest.raises(StudioError) as e:
+        WorkflowView(bad, DeviceWorkers())
+    assert e.value.format().startswith(f"{bad}:5:16 [steps.a.inputs.x]") and "dangling" in e.value.format()
+
+
+def test_a_workflow_tab_closes(qtbot, window, tmp_path):
+    wf = tmp_path / "story.toml"
+    wf.write_text(Path(story_workflow()).read_text())
+    view = window.open_workflow(wf)
+    n = window.tabs.count()
+    assert window.close_view(view) and window.tabs.count() == n - 1
