@@ -8,7 +8,6 @@ import sys
 
 import numpy as np
 
-from conftest import MEDIAN
 from studio.engine.contract.package import load_package
 from studio.engine.proof import receipts
 from studio.engine.proof.conformance import conform

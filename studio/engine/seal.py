@@ -104,6 +104,8 @@ class ReceiptSeal:
             return "foreign", "it carries no seal of this machine (made elsewhere, or written by hand)"
         if s.get("key") != self.key_id:
             return "foreign", f"sealed with another key ({str(s.get('key'))[:16]}), not this machine's"
-        if not hmac.compare_digest(s["mac"], self._mac(receipt)):
+        mac = s["mac"]
+        if not (len(mac) == 64 and all(c in "0123456789abcdef" for c in mac)) or \
+                not hmac.compare_digest(mac.encode("ascii"), self._mac(receipt).encode("ascii")):
             return "forged", "its seal does not match its content: it was edited or written by hand"
         return "sealed", ""

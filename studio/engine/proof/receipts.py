@@ -194,6 +194,10 @@ def receipt_problems(r) -> list[str]:
             out.append(f"{key} is {'missing' if key not in r else type(r[key]).__name__}, not {typ.__name__}")
     out += [f"{_show(k)} is not a field of a receipt" for k in r
             if k not in _FIELDS and k not in ("schema", "seconds", "seal", "backward")]
+    sl = r.get("seal")
+    if sl is not None and not (isinstance(sl, dict) and set(sl) == {"alg", "key", "mac"}
+                               and all(isinstance(v, str) and len(v) <= 128 for v in sl.values())):
+        out.append("seal is not a seal (alg, key and mac, as strings)")
     b = r.get("backward")
     if b is not None and not (isinstance(b, dict) and set(b) == set(BACKWARD_FIELDS) and isinstance(b["tolerance"], str)
                               and all(_is_int(b[k]) for k in ("cases", "passed", "failed"))
