@@ -84,7 +84,8 @@ if command -v dpkg-query >/dev/null 2>&1; then
     [ -z "$need" ] || apt_install "Qt's xcb platform, to open a window on this display" $need
   fi
   if [ "$extras" = test ]; then
-    need="$(missing_debs $XCB_PKGS xvfb)"
+    # ... and Mesa's OpenGL driver, so that the refusal of wgpu's OpenGL backend is tested for real
+    need="$(missing_debs $XCB_PKGS xvfb libegl-mesa0 libgl1-mesa-dri)"
     [ -z "$need" ] || apt_install "the tests' real windows on a virtual X display" $need
   fi
 fi
