@@ -13,6 +13,7 @@ from ..precision import (
     CANARY_WORD,
     CANARY_WORDS,
     DTYPES,
+    POISON_WORD,
     WORD_BYTES,
     numpy_dtype,
     poison,
@@ -63,6 +64,17 @@ class Result:
     env: dict
     unwritten: dict[str, np.ndarray] = field(default_factory=dict)   # indices still holding the poison
     canary_hits: dict[str, np.ndarray] = field(default_factory=dict)  # words past the end that changed
+
+    def guard(self, name: str, expected: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Under ``guard``: (canary words past the end that changed, elements still holding the
+        poison). The poison is a NaN payload no reference produces; where the expected value is
+        exactly that word, the element does not count as unwritten."""
+        hits = self.canary_hits.get(name, np.array([], int))
+        unwritten = self.unwritten.get(name, np.array([], int))
+        if unwritten.size:
+            wb = np.ascontiguousarray(expected).reshape(-1).view(np.uint32)
+            unwritten = unwritten[wb[unwritten] != POISON_WORD]
+        return hits, unwritten
 
 
 def _as_dtype(arr, dtype: str, name: str) -> np.ndarray:

@@ -19,7 +19,6 @@ from ..contract.package import OpPackage
 from ..contract.tolerance import compare
 from ..errors import StudioError
 from ..grad.vjp import backward_dispatch, cotangent_name, device_inputs, gradient_name
-from ..precision import POISON_WORD
 from ..trust.reference import cast_inputs
 from .corpus import CorpusCase, cotangent_values
 
@@ -129,15 +128,11 @@ def _judge(ctx, pkg, tol, case, inputs, params, cts, res) -> list[BackwardFailur
     terms = max([np.asarray(v).size for v in cts.values()] + [1])
     fails = []
     for name, expected in want.items():
-        hits = res.canary_hits.get(name, np.array([], int))
+        hits, unwritten = res.guard(name, expected)
         if hits.size:
             fails.append(BackwardFailure(case, name, "out_of_range_write",
                                          f"wrote past the end of the gradient (element {int(hits[0])} past the last)"))
             continue
-        unwritten = res.unwritten.get(name, np.array([], int))
-        if unwritten.size:
-            wb = np.ascontiguousarray(expected).reshape(-1).view(np.uint32)
-            unwritten = unwritten[wb[unwritten] != POISON_WORD]
         if unwritten.size:
             fails.append(BackwardFailure(case, name, "unwritten",
                                          f"{unwritten.size} gradient element(s) never written, first at index "

@@ -6,8 +6,8 @@ from dataclasses import dataclass, field
 from ..context import Context
 from ..contract import backward as backward_mod
 from ..contract import bindings as bindings_mod
-from ..contract.package import OpPackage
 from ..contract.expr import unknown_symbols
+from ..contract.package import OpPackage
 from ..contract.tolerance import check_class_fits_category
 from ..device.layout import check_layout
 from ..errors import StudioError

@@ -13,10 +13,10 @@ from ..contract.package import OpPackage
 from ..contract.tolerance import Mismatch, compare
 from ..device.execution import Case, run_cases
 from ..errors import StudioError
-from ..precision import DTYPE_BYTES, POISON_WORD
+from ..precision import DTYPE_BYTES
 from ..trust.reference import References
-from .category import verify_category
 from .backward_conformance import BackwardReport, conform_backward
+from .category import verify_category
 from .corpus import Corpus, CorpusCase, fold_case_size, generate
 
 BATCH = 48
@@ -120,17 +120,12 @@ def judge(refs: References, pkg: OpPackage, case: CorpusCase, result) -> list[Ca
     mags = _magnitude(refs, pkg, case) if tol.kind == "bound" else {}
     terms = max([np.asarray(v).size for v in case.inputs.values()] + [1])
     for name, want in expected.items():
-        hits = result.canary_hits.get(name, np.array([], int))
+        hits, unwritten = result.guard(name, want)
         if hits.size:
             fails.append(CaseFailure(case, name, "out_of_range_write",
                                      f"wrote past the end: the word(s) at {want.size + int(hits[0])} "
                                      f"(element {int(hits[0])} past the last) changed"))
             continue
-        unwritten = result.unwritten.get(name, np.array([], int))
-        # the poison is a NaN payload no reference produces; if the reference does, don't count it
-        if unwritten.size:
-            wb = np.ascontiguousarray(want).reshape(-1).view(np.uint32)
-            unwritten = unwritten[wb[unwritten] != POISON_WORD]
         if unwritten.size:
             fails.append(CaseFailure(case, name, "unwritten",
                                      f"{unwritten.size} element(s) never written, first at index {int(unwritten[0])} "

@@ -34,7 +34,15 @@ from ..grad.vjp import cotangent_name, forward64, reference_vjp, vjp_inputs
 from ..precision import is_float
 from . import gradpoints as gp
 from .gradcoverage import summarize
-from .gradreport import MIN_COUNTED, MUTANTS, GradcheckReport, Mutant, Probe, describe_forward, describe_vjp
+from .gradreport import (
+    MIN_COUNTED,
+    MUTANTS,
+    GradcheckReport,
+    Mutant,
+    Probe,
+    describe_forward,
+    describe_vjp,
+)
 
 DEFAULT_H = 1e-3
 DEFAULT_TOLERANCE = 1e-6

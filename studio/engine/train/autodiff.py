@@ -24,9 +24,9 @@ from ..errors import StudioError
 from ..grad.composite import evaluate
 from ..grad.run import run_op
 from ..grad.vjp import cotangent_name, device_vjp, reference_vjp, vjp_inputs
+from ..proof.conformance import conform, report_lines
 from ..proof.gradcheck import gradcheck
 from ..proof.gradcoverage import outside, param_args, recorded
-from ..proof.conformance import conform, report_lines
 from ..proof.receipts import gradcheck_status, local_status
 
 
