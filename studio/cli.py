@@ -387,6 +387,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(fn=cmd_gradcheck)
     from .cli_workflow import add_commands
     add_commands(sub)          # workflow run|verify|show, train
+    from . import cli_learn, cli_publish, cli_shard
+    cli_publish.add_commands(sub)   # publish, card, fork, ring
+    cli_learn.add_commands(sub)     # learn
+    cli_shard.add_commands(sub)     # shard-report
     return ap
 
 
