@@ -39,9 +39,10 @@ apt_install() {
 if [ -z "$DRY" ]; then
   if ! "$PY" -c 'import venv, ensurepip' >/dev/null 2>&1; then apt_install "Python's venv" python3-venv; fi
   [ -x .venv/bin/python ] || "$PY" -m venv .venv
-  stamp=".venv/.installed${extras:+-$extras}"
+  pipextras="$extras"; [ "$extras" != test ] || pipextras="test,bench"   # the suite runs the quick benchmark
+  stamp=".venv/.installed${pipextras:+-$pipextras}"
   if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
-    .venv/bin/python -m pip install -q --disable-pip-version-check -e ".${extras:+[$extras]}" 2>&1 \
+    .venv/bin/python -m pip install -q --disable-pip-version-check -e ".${pipextras:+[$pipextras]}" 2>&1 \
       | { grep -v "^WARNING: Location 'file://" || true; }
     touch "$stamp"
   fi

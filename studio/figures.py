@@ -1,12 +1,17 @@
-"""Figures: pyqtgraph plots to PNG/SVG, written crash-safely (temp, fsync, rename). The one plot
-export both front ends use: the Studio's plots and the headless `scellis demo`. Qt lives here, so
-the engine never imports this module (pyproject.toml's import-linter contracts)."""
+"""Figures: pyqtgraph plots to PNG, SVG (through pyqtgraph's own exporters) and CSV (every plotted
+series, with a header), written crash-safely (temp, fsync, rename). The one plot export both front
+ends use: the Studio's plots and the headless `scellis demo`. Qt lives here, so the engine never
+imports this module (pyproject.toml's import-linter contracts)."""
 from __future__ import annotations
 
+import io
 import os
 import tempfile
+import threading
 
 import numpy as np
+
+FORMATS = ("png", "svg", "csv")
 
 
 def qt_app():
@@ -17,22 +22,23 @@ def qt_app():
     return QApplication.instance() or QApplication([])
 
 
-def signal_plot(series: list[tuple], title: str, *, x_label: str | None = None, y_label: str | None = None,
-                width: int = 1400, height: int = 500, log_y: bool = False):
+def signal_plot(series: list[tuple], title: str, *, x_label: str | None = "sample", y_label: str | None = "value",
+                x_units: str | None = None, y_units: str | None = None, width: int = 1400, height: int = 500,
+                log_y: bool = False):
     """A pyqtgraph PlotWidget showing each (label, y, colour) or (label, y, colour, x0), where x0 is
     the x of y's first sample (series of different lengths aligned on one axis), peak-downsampled
-    and clipped to view; axes labelled when x_label / y_label are given."""
+    and clipped to view; both axes labelled (a sample index and a value unless told otherwise)."""
     qt_app()
     import pyqtgraph as pg
-    pg.setConfigOptions(antialias=False, background="w", foreground="k")
-    w = pg.PlotWidget(title=title)
+    w = pg.PlotWidget(background="w")
+    w.setTitle(title, color="k")
+    for ax in ("left", "bottom", "top", "right"):
+        w.getAxis(ax).setPen("k")
+        w.getAxis(ax).setTextPen("k")
     w.resize(width, height)
-    w.addLegend()
+    w.addLegend(labelTextColor="k")
     w.showGrid(x=True, y=True, alpha=0.3)
-    if x_label:
-        w.setLabel("bottom", x_label)
-    if y_label:
-        w.setLabel("left", y_label)
+    label_axes(w, x_label, y_label, x_units=x_units, y_units=y_units)
     if log_y:
         w.setLogMode(x=False, y=True)
     for k, (label, y, colour, *rest) in enumerate(series):
@@ -48,23 +54,107 @@ def signal_plot(series: list[tuple], title: str, *, x_label: str | None = None, 
 COLOURS = ("#9aa5b1", "#d1495b", "#00798c", "#edae49", "#30638e", "#66a182")
 
 
-def export_plot(widget, path: str) -> None:
-    """PNG or SVG by extension, written crash-safely."""
-    import pyqtgraph.exporters as ex
+def label_axes(plot, x_label: str | None, y_label: str | None, *, x_units: str | None = None,
+               y_units: str | None = None) -> None:
+    """Name both axes (and their units, shown in brackets; pyqtgraph's SI prefixes are turned off so
+    a sample index never reads "k samples")."""
+    for side, text, units in (("bottom", x_label, x_units), ("left", y_label, y_units)):
+        if text:
+            ax = plot.getAxis(side)
+            ax.enableAutoSIPrefix(False)
+            plot.setLabel(side, text, units=units)
 
+
+def axis_title(plot, side: str) -> str:
+    """The axis's label as written on the plot, units included ("sample [index]")."""
+    ax = plot.getAxis(side)
+    text = str(ax.labelText or "")
+    return f"{text} [{ax.labelUnits}]" if ax.labelUnits else text
+
+
+# ---------------------------------------------------------------------------------------- data
+def plotted_series(plot) -> list[tuple[str, np.ndarray, np.ndarray]]:
+    """(name, x, y) of every data item on the plot, in full (not the downsampled view), in the order
+    they were added; unnamed items are called "series k"."""
+    item = plot.getPlotItem() if hasattr(plot, "getPlotItem") else plot
+    out = []
+    for k, it in enumerate(item.listDataItems()):
+        if hasattr(it, "getOriginalDataset"):
+            x, y = it.getOriginalDataset()
+        else:
+            x, y = it.getData()
+        if x is None or y is None:
+            continue
+        x = np.asarray(x, dtype=np.float64).reshape(-1)
+        y = np.asarray(y, dtype=np.float64).reshape(-1)
+        if not x.size:
+            continue
+        name = it.name() if hasattr(it, "name") else None
+        out.append((str(name or f"series {k + 1}"), x, y))
+    return out
+
+
+def series_table(plot) -> tuple[str, str, list[tuple[str, np.ndarray, np.ndarray]]]:
+    """What a CSV of the plot holds, read from the plot (GUI thread): the axes' titles and every series."""
+    return axis_title(plot, "bottom") or "x", axis_title(plot, "left") or "y", plotted_series(plot)
+
+
+def series_csv(plot) -> str:
+    """Every plotted series as CSV with a header (``table_csv`` of ``series_table``)."""
+    return table_csv(*series_table(plot))
+
+
+def table_csv(x_name: str, y_name: str, series: list[tuple[str, np.ndarray, np.ndarray]]) -> str:
+    """CSV text with a header (any thread: numpy only). Series on a shared integer axis (sample
+    indices: the run plot's input and output, a workflow step) become one table — the x column,
+    then one column per series, blank where a series has no sample; other plots (a scatter of
+    analytic against numeric) are written long: one row per point, ``series, x, y``."""
+    buf = io.StringIO()
+    if not series:
+        buf.write(f"{_csv_cell(x_name)},{_csv_cell(y_name)}\n")
+        return buf.getvalue()
+    integral = all(np.all(np.isfinite(x)) and np.array_equal(x, np.round(x)) for _, x, _ in series)
+    if integral:
+        xs = np.unique(np.concatenate([x for _, x, _ in series]))
+        cols = np.full((xs.size, len(series)), np.nan)
+        for j, (_, x, y) in enumerate(series):
+            cols[np.searchsorted(xs, x), j] = y
+        buf.write(",".join(_csv_cell(h) for h in [x_name, *[n for n, _, _ in series]]) + "\n")
+        text = io.StringIO()
+        np.savetxt(text, np.column_stack([xs, cols]), delimiter=",", fmt="%.9g")
+        buf.write(text.getvalue().replace("nan", ""))
+    else:
+        buf.write(f"series,{_csv_cell(x_name)},{_csv_cell(y_name)}\n")
+        for name, x, y in series:
+            cell = _csv_cell(name)
+            for a, b in zip(x, y):
+                buf.write(f"{cell},{a:.9g},{b:.9g}\n")
+    return buf.getvalue()
+
+
+def _csv_cell(s: str) -> str:
+    s = str(s)
+    return '"' + s.replace('"', '""') + '"' if any(c in s for c in ',"\n') else s
+
+
+# ---------------------------------------------------------------------------------------- export
+def export_plot(widget, path: str) -> None:
+    """PNG, SVG or CSV by extension, written crash-safely. SVG goes through pyqtgraph's own
+    SVGExporter, which maps each item's coordinates into the plot's — the axes and the data share
+    one scale (rendering the widget into Qt's SVG generator does not: the curves come out under
+    another transform than the axes)."""
     from .engine.atomic import write_bytes
-    svg = str(path).lower().endswith(".svg")
+    ext = str(path).lower().rsplit(".", 1)[-1]
+    if ext == "csv":
+        write_bytes(path, series_csv(widget).encode("utf-8"))
+        return
     item = widget.plotItem if hasattr(widget, "plotItem") else widget
     with tempfile.TemporaryDirectory() as d:
-        tmp = os.path.join(d, "plot" + (".svg" if svg else ".png"))
-        if svg:
-            try:
-                ex.SVGExporter(item).export(tmp)
-            except (ValueError, IndexError):
-                # pyqtgraph's SVG post-processing does not parse every Qt version's path syntax;
-                # Qt's own SVG generator paints the same scene as vectors
-                _qt_svg(widget, tmp)
+        tmp = os.path.join(d, "plot." + ("svg" if ext == "svg" else "png"))
+        if ext == "svg":
+            svg_export(item, tmp)
         else:
+            import pyqtgraph.exporters as ex
             exporter = ex.ImageExporter(item)
             exporter.parameters()["width"] = max(int(widget.width()), 400)
             exporter.export(tmp)
@@ -72,18 +162,40 @@ def export_plot(widget, path: str) -> None:
             write_bytes(path, f.read())
 
 
-def _qt_svg(widget, path: str) -> None:
-    from PySide6.QtCore import QRect, QSize
-    from PySide6.QtGui import QPainter
-    from PySide6.QtSvg import QSvgGenerator
-    gen = QSvgGenerator()
-    gen.setFileName(path)
-    size = QSize(max(widget.width(), 400), max(widget.height(), 300))
-    gen.setSize(size)
-    gen.setViewBox(QRect(0, 0, size.width(), size.height()))
-    gen.setTitle("Scellis Studio plot")
-    p = QPainter(gen)
-    try:
-        widget.render(p)
-    finally:
-        p.end()
+_SVG_LOCK = threading.Lock()
+
+
+def svg_export(item, path: str) -> None:
+    """pyqtgraph's SVGExporter, made to accept the closed paths Qt 6 writes.
+
+    pyqtgraph 0.14's coordinate fix-up (``correctCoordinates``) splits every token of a path's ``d``
+    on a comma and fails on Qt's close-path token ``Z`` (pyqtgraph issue #3495: a ViewBox
+    background, a legend frame or a scatter symbol is such a path). For the length of this export
+    the exporter's fix-up is wrapped: the ``Z`` tokens are taken out of each path, pyqtgraph maps
+    the coordinates, and they are put back. The exporter's module attribute is restored at once."""
+    import importlib
+    svgmod = importlib.import_module("pyqtgraph.exporters.SVGExporter")     # the module, not its class
+    original = svgmod.correctCoordinates
+
+    def tolerant(node, defs, item, options):
+        closed = []
+        for el in node.getElementsByTagName("path"):
+            d = el.getAttribute("d")
+            if "Z" in d or "z" in d:
+                tokens = d.replace("z", "Z").replace("Z", " Z ").split()
+                ends = [i for i, t in enumerate(tokens) if t == "Z"]
+                el.setAttribute("d", " ".join(t for t in tokens if t != "Z"))
+                closed.append((el, ends))
+        original(node, defs, item, options)
+        for el, ends in closed:
+            tokens = el.getAttribute("d").split()
+            for k, i in enumerate(ends):            # a Z closes the subpath made of the tokens before it
+                tokens.insert(i, "Z") if i - k <= len(tokens) else tokens.append("Z")
+            el.setAttribute("d", " ".join(tokens))
+
+    with _SVG_LOCK:
+        svgmod.correctCoordinates = tolerant
+        try:
+            svgmod.SVGExporter(item).export(path)
+        finally:
+            svgmod.correctCoordinates = original

@@ -163,7 +163,9 @@ def test_the_story_through_the_gui(qtbot, window, tmp_path):
     view.runner.export_data(str(tmp_path / "y.npy")).result(10)
     view.runner.export_data(str(tmp_path / "y.csv")).result(30)
     assert np.array_equal(np.load(tmp_path / "y.npy"), y)
-    assert np.loadtxt(tmp_path / "y.csv", delimiter=",", dtype=np.float32).shape == y.shape
+    # .csv: a header, then sample, input, output (issue 13: every plotted series, the input too)
+    assert (tmp_path / "y.csv").read_text().splitlines()[0].startswith("sample [index],input,")
+    assert np.loadtxt(tmp_path / "y.csv", delimiter=",", skiprows=1, usecols=(0, 1)).shape == (x.size, 2)
 
     # 6. the same op on a signal from a file (.csv here): median of the median
     np.savetxt(tmp_path / "signal.csv", x[:5000], delimiter=",")

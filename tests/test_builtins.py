@@ -23,6 +23,15 @@ RANDOM_CASES = {
     "spiky_signal": lambda r: ({}, {"n": 50_000, "seed": 11}),
     "unfold": lambda r: ({"x": r.normal(size=1001)}, {"w": 9}),
     "median_rows": lambda r: ({"u": r.normal(size=(500, 7))}, {}),
+    # the bf16 node kinds (docs/bf16.md)
+    "conv1d_bf16": lambda r: ({"x": r.normal(size=(6, 3, 50)), "w": r.normal(size=(4, 3, 5))}, {}),
+    "conv1d_bf16_strided": lambda r: ({"x": r.normal(size=(6, 3, 50)), "w": r.normal(size=(4, 3, 5))}, {"s": 2}),
+    "conv1d_bf16_input_vjp": lambda r: ({"dy": r.normal(size=(6, 4, 46)), "w": r.normal(size=(4, 3, 5))}, {}),
+    "conv1d_bf16_input_vjp_strided": lambda r: ({"dy": r.normal(size=(6, 4, 23)), "w": r.normal(size=(4, 3, 5))},
+                                                {"s": 2, "n": 50}),
+    "conv1d_bf16_weight_grad": lambda r: ({"x": r.normal(size=(6, 3, 50)), "dy": r.normal(size=(6, 4, 46))}, {"k": 5}),
+    "conv1d_bf16_weight_grad_strided": lambda r: ({"x": r.normal(size=(6, 3, 50)), "dy": r.normal(size=(6, 4, 23))},
+                                                  {"k": 5, "s": 2}),
 }
 
 

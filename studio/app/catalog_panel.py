@@ -1,8 +1,11 @@
-"""The catalog panel: builtins and my ops from the engine's one catalog, each as a card — source,
-tolerance class, category, and the receipt's status on this machine's GPU profile."""
+"""The catalog panel: builtins, my ops and the shipped examples from the engine's one catalog,
+each op as a card — source, tolerance class, category, and the receipt's status on this machine's
+GPU profile. The examples that fail on purpose (the story's first draft, the negative-control
+medians) sit in their own group under Examples, never among the user's ops."""
 from __future__ import annotations
 
 from PySide6.QtCore import QSize, Qt, QTimer, Signal
+from PySide6.QtGui import QAction, QGuiApplication
 from PySide6.QtWidgets import (
     QFrame,
     QHBoxLayout,
@@ -19,9 +22,14 @@ from .cells.base import Chip
 RECEIPT_CHIP = {"valid": ("receipt ✔", "ok"), "none": ("no receipt", "idle"), "stale": ("receipt stale", "warn"),
                 "foreign": ("receipt from another GPU", "warn"), "failed": ("receipt: fail", "error"),
                 "malformed": ("receipt unreadable", "error"), None: ("receipt …", "idle")}
+# group key → title; "broken" is a child of "example"
+GROUP_TITLES = {"builtin": "Builtins", "user": "My ops", "example": "Examples", "broken": "Broken on purpose"}
 
 
 class Card(QFrame):
+    """One op. A double-click anywhere on it — its title included — opens it (``activated``)."""
+    activated = Signal(str)          # package folder
+
     def __init__(self, d: dict, parent=None):
         super().__init__(parent)
         self.data = d
@@ -31,10 +39,11 @@ class Card(QFrame):
         lay.setContentsMargins(8, 5, 8, 6)
         lay.setSpacing(2)
         top = QHBoxLayout()
-        name = QLabel(f"<b>{d['id']}</b>")
-        name.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        top.addWidget(name, 1)
-        top.addWidget(Chip(d["source"], "idle" if d["source"] == "builtin" else "busy"))
+        self.title = QLabel(f"<b>{d['id']}</b>")
+        self.title.setObjectName("card_title")
+        top.addWidget(self.title, 1)
+        source = "example" if d.get("group") == "example" else d["source"]
+        top.addWidget(Chip(source, "idle" if source == "builtin" else "busy"))
         lay.addLayout(top)
         summary = QLabel(d["summary"])
         summary.setWordWrap(True)
@@ -43,18 +52,35 @@ class Card(QFrame):
         chips = QHBoxLayout()
         chips.addWidget(Chip(d["tolerance"], "ok" if d["tolerance"] == "exact" else "idle"))
         chips.addWidget(Chip(d["category"], "idle"))
+        if d.get("broken"):
+            chips.addWidget(Chip("fails on purpose", "warn"))
         self.receipt = Chip(*RECEIPT_CHIP.get(d.get("receipt"), RECEIPT_CHIP[None]))
         self.receipt.setObjectName("receipt_chip")
         chips.addWidget(self.receipt)
         chips.addStretch(1)
         lay.addLayout(chips)
+        copy = QAction("Copy op id", self)
+        copy.triggered.connect(lambda: QGuiApplication.clipboard().setText(self.data["id"]))
+        open_ = QAction("Open", self)
+        open_.triggered.connect(lambda: self.activated.emit(self.data["path"]))
+        self.addActions([open_, copy])
+        self.setContextMenuPolicy(Qt.ContextMenuPolicy.ActionsContextMenu)
         self.update_data(d)
 
     def update_data(self, d: dict) -> None:
         """Same card, new facts (a new hash after a save, a receipt issued)."""
         self.data = d
         self.receipt.set(*RECEIPT_CHIP.get(d.get("receipt"), RECEIPT_CHIP[None]))
-        self.setToolTip(f"{d['path']}\nhash {d['hash'][:16]}\nbackward: {d['backward']}\nvisibility: {d['visibility']}")
+        why = "\nthis example fails conformance on purpose (for learning)" if d.get("broken") else ""
+        self.setToolTip(f"{d['id']} — double-click to open\n{d['path']}\nhash {d['hash'][:16]}\n"
+                        f"backward: {d['backward']}\nvisibility: {d['visibility']}{why}")
+
+    def mouseDoubleClickEvent(self, event) -> None:  # noqa: N802
+        if event.button() == Qt.MouseButton.LeftButton:
+            self.activated.emit(self.data["path"])
+            event.accept()
+            return
+        super().mouseDoubleClickEvent(event)
 
 
 class CatalogPanel(QWidget):
@@ -67,25 +93,33 @@ class CatalogPanel(QWidget):
         lay.setContentsMargins(4, 4, 4, 4)
         self.filter = QLineEdit()
         self.filter.setPlaceholderText("filter ops…")
+        self.filter.setToolTip("show only the ops whose id or summary contains this text")
+        self.filter.setClearButtonEnabled(True)
         self.filter.textChanged.connect(self._apply_filter)
         lay.addWidget(self.filter)
         self.tree = QTreeWidget()
+        self.tree.setObjectName("catalog_tree")
         self.tree.setHeaderHidden(True)
         self.tree.setIndentation(8)
-        self.tree.setStyleSheet("QTreeWidget { background: #f4f5f7; border: none; }")
+        self.tree.setToolTip("every op the engine knows; double-click one to open it")
         lay.addWidget(self.tree)
         self.status = QLabel("reading the catalog…")
-        self.status.setStyleSheet("color: #666")
+        self.status.setProperty("note", True)
         self.status.setWordWrap(True)
         lay.addWidget(self.status)
-        self.groups = {}
-        for key, title in (("builtin", "Builtins"), ("user", "My ops")):
-            it = QTreeWidgetItem([title])
+        self.groups: dict[str, QTreeWidgetItem] = {}
+        for key in ("builtin", "user", "example", "broken"):
+            it = QTreeWidgetItem([GROUP_TITLES[key]])
             f = it.font(0)
             f.setBold(True)
             it.setFont(0, f)
-            self.tree.addTopLevelItem(it)
-            it.setExpanded(True)
+            if key == "broken":
+                self.groups["example"].addChild(it)
+                it.setToolTip(0, "examples that fail conformance on purpose: the story's first draft and the "
+                                 "negative-control medians")
+            else:
+                self.tree.addTopLevelItem(it)
+            it.setExpanded(key != "broken")
             self.groups[key] = it
         self.cards: dict[str, Card] = {}
         self.tree.itemDoubleClicked.connect(self._open)
@@ -99,15 +133,27 @@ class CatalogPanel(QWidget):
             self._fit_timer.start()
         return False
 
+    def card_items(self) -> list[QTreeWidgetItem]:
+        return [g.child(i) for g in self.groups.values() for i in range(g.childCount())
+                if self.tree.itemWidget(g.child(i), 0) is not None]
+
+    def group_of_card(self, op_id: str) -> str | None:
+        """The group key ("builtin", "user", "example", "broken") a card is shown under."""
+        for key, g in self.groups.items():
+            for i in range(g.childCount()):
+                card = self.tree.itemWidget(g.child(i), 0)
+                if card is not None and card.data["id"] == op_id:
+                    return key
+        return None
+
     def _fit_cards(self) -> None:
         """Word-wrapped cards need their height for the width they really get."""
-        width = self.tree.viewport().width() - self.tree.indentation() - 4
-        for g in self.groups.values():
-            for i in range(g.childCount()):
-                it = g.child(i)
-                card = self.tree.itemWidget(it, 0)
-                if card is not None and width > 50:
-                    it.setSizeHint(0, QSize(width, card.layout().totalHeightForWidth(width)))
+        for it in self.card_items():
+            card = self.tree.itemWidget(it, 0)
+            depth = 2 if it.parent() is self.groups["broken"] else 1
+            width = self.tree.viewport().width() - depth * self.tree.indentation() - 4
+            if width > 50:
+                it.setSizeHint(0, QSize(width, card.layout().totalHeightForWidth(width)))
 
     def set_cards(self, cards: list[dict], profile: str | None = None) -> None:
         """Show the catalog. When only receipt statuses changed, only those chips are touched."""
@@ -119,37 +165,53 @@ class CatalogPanel(QWidget):
                 self.cards[d["id"]].update_data(d)
             self._status(cards, profile)
             return
-        for g in self.groups.values():
-            g.takeChildren()
+        for key, g in self.groups.items():
+            for it in [g.child(i) for i in range(g.childCount())]:
+                if self.tree.itemWidget(it, 0) is not None:
+                    g.removeChild(it)
         self.cards = {}
         for d in ops:
-            it = QTreeWidgetItem(self.groups[d["source"]])
+            key = d.get("group", d["source"])
+            if key == "example" and d.get("broken"):
+                key = "broken"
+            it = QTreeWidgetItem()
+            self.groups[key].addChild(it)
             it.setData(0, Qt.ItemDataRole.UserRole, d["path"])
             card = Card(d)
+            card.activated.connect(self.openRequested.emit)
             it.setSizeHint(0, card.sizeHint())
             self.tree.setItemWidget(it, 0, card)
             self.cards[d["id"]] = card
-        self.groups["builtin"].setText(0, f"Builtins ({self.groups['builtin'].childCount()})")
-        self.groups["user"].setText(0, f"My ops ({self.groups['user'].childCount()})")
+        for key, g in self.groups.items():
+            n = sum(1 for i in range(g.childCount()) if self.tree.itemWidget(g.child(i), 0) is not None)
+            if key == "example":
+                n += self._count("broken")
+            g.setText(0, f"{GROUP_TITLES[key]} ({n})")
+        self.groups["broken"].setHidden(self._count("broken") == 0)
         self._status(cards, profile)
         self._apply_filter(self.filter.text())
         self._fit_cards()
 
+    def _count(self, key: str) -> int:
+        g = self.groups[key]
+        return sum(1 for i in range(g.childCount()) if self.tree.itemWidget(g.child(i), 0) is not None)
+
     def _status(self, cards: list[dict], profile: str | None) -> None:
+        from .style import colour
         problems = [c["problem"] for c in cards if "problem" in c]
         text = f"{len(self.cards)} ops" + (f" · receipts judged for GPU profile {profile}" if profile else "")
         if problems:
-            text += f"<br><span style='color:#b3261e'>{len(problems)} package(s) could not be read</span>"
+            text += f"<br><span style='color:{colour('error')}'>{len(problems)} package(s) could not be read</span>"
             self.status.setToolTip("\n\n".join(problems))
+        else:
+            self.status.setToolTip("how many ops the catalog holds, and the GPU profile their receipts are judged for")
         self.status.setText(text)
 
     def _apply_filter(self, text: str) -> None:
         t = text.strip().lower()
-        for g in self.groups.values():
-            for i in range(g.childCount()):
-                it = g.child(i)
-                card = self.tree.itemWidget(it, 0)
-                it.setHidden(bool(t) and card is not None and t not in (card.data["id"] + card.data["summary"]).lower())
+        for it in self.card_items():
+            card = self.tree.itemWidget(it, 0)
+            it.setHidden(bool(t) and t not in (card.data["id"] + card.data["summary"]).lower())
 
     def _open(self, item, _col) -> None:
         path = item.data(0, Qt.ItemDataRole.UserRole)
@@ -159,4 +221,4 @@ class CatalogPanel(QWidget):
 
 def _layout(d: dict) -> tuple:
     """What a card shows besides its receipt chip and tooltip."""
-    return d["id"], d["source"], d["summary"], d["tolerance"], d["category"]
+    return d["id"], d["source"], d.get("group"), d.get("broken"), d["summary"], d["tolerance"], d["category"]

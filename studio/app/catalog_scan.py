@@ -8,6 +8,23 @@ from __future__ import annotations
 from pathlib import Path
 
 RECEIPT_STATES = ("valid", "none", "stale", "foreign", "failed", "malformed")
+GROUPS = ("builtin", "user", "example")
+# the shipped examples that fail conformance on purpose: the story's first draft and the
+# negative-control medians (folders under the examples folder)
+BROKEN_EXAMPLES = ("broken_medians", "windowed_median_first_draft")
+
+
+def group_of(root: Path, source: str) -> tuple[str, bool]:
+    """(catalog group, broken on purpose): ``builtin``; ``example`` for the product's shipped
+    examples — never under My ops, which holds what the user wrote or opened; else ``user``."""
+    from ..engine.resources import EXAMPLES
+    if source == "builtin":
+        return "builtin", False
+    try:
+        rel = Path(root).resolve().relative_to(EXAMPLES.resolve())
+    except (ValueError, OSError):
+        return "user", False
+    return "example", bool(rel.parts) and rel.parts[0] in BROKEN_EXAMPLES
 
 
 def scan(extra_roots: list[str], profile_id: str | None, seal=None) -> list[dict]:
@@ -25,7 +42,9 @@ def scan(extra_roots: list[str], profile_id: str | None, seal=None) -> list[dict
                 status = local_status(pkg, profile_id, seal)
             except Exception:  # noqa: BLE001 - a broken receipt folder must not hide the op
                 status = "malformed"
-        cards.append({"id": pkg.id, "summary": c.summary, "source": origin(pkg),
+        source = origin(pkg)
+        group, broken = group_of(pkg.root, source)
+        cards.append({"id": pkg.id, "summary": c.summary, "source": source, "group": group, "broken": broken,
                       "tolerance": str(c.tolerance), "category": c.tolerance.category, "path": str(pkg.root),
                       "hash": pkg.hash, "receipt": status, "backward": c.backward.kind,
                       "visibility": c.visibility})

@@ -1,15 +1,21 @@
 """Debounced re-check on edit. A moment after the author stops typing, the document's content
 goes to the worker's ``check`` (the checker plus a real compile of the kernel by wgpu's
-validator); its findings, with their file, line and column, become the document's problems.
-The manifest's own parse error shows at once, without waiting for the worker."""
+validator); its findings, with their file, line and column, become the document's problems —
+one more at each place a finding relates to (a descriptor/WGSL disagreement is marked on both
+lines). When the code is trusted, the worker then imports the reference in its sandbox
+(``reference``, studio/app/reference_check.py): an error at import is a problem at its line.
+
+At once, without waiting for the worker: the manifest's own parse error, and the reference
+parsed by ``ast.parse`` as the user types (a syntax error at its line and column)."""
 from __future__ import annotations
 
+import ast
 from pathlib import Path
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
 from ..engine.errors import StudioError
-from .problems import Problem, from_error, from_json
+from .problems import Problem, all_from_json, from_error, with_related
 
 DEBOUNCE_MS = 450
 
@@ -28,6 +34,10 @@ class CheckController(QObject):
         self.doc.changed.connect(self._edited)
         self.local: list[Problem] = []
         self.remote: list[Problem] = []
+        self.imported: list[Problem] = []      # the reference's import in the sandbox
+        self.proof: list[Problem] = []         # a conformance/gradcheck run's error (until the next edit)
+        self.reference_job = None
+        self.imports_done = 0
         self.passed: list[str] = []
         self.generation = 0
         self.job = None
@@ -35,6 +45,7 @@ class CheckController(QObject):
         self._local()
 
     def _edited(self, *_):
+        self.proof = []
         self._local()
         self.timer.start()
 
@@ -43,11 +54,17 @@ class CheckController(QObject):
         self.local = [from_error(err, [], source="parse")] if err is not None else []
         if err is not None and err.file is not None:
             self.local = [Problem(err.message, "op.toml", err.line, err.col, err.field, err.hint, "error", "parse")]
+        ref = python_problem(self.doc.text(self.doc.reference_file), self.doc.reference_file)
+        if ref is not None:
+            self.local.append(ref)
         self._emit()
 
     def problems(self) -> list[Problem]:
         seen, out = set(), []
-        for p in self.local + self.remote:
+        parsed = {p.file for p in self.local if p.source == "parse"}
+        # a file that does not parse now: what the worker said of its older text is moot
+        later = [p for p in self.remote + self.imported + self.proof if not (p.file in parsed and p.file != "op.toml")]
+        for p in self.local + later:
             if p.key() not in seen:
                 seen.add(p.key())
                 out.append(p)
@@ -82,17 +99,49 @@ class CheckController(QObject):
         errs = rep.get("errors", []) if isinstance(rep, dict) else []
         warns = rep.get("warnings", []) if isinstance(rep, dict) else []
         self.passed = list(rep.get("passed", [])) if isinstance(rep, dict) else []
-        self.remote = ([from_json(e, roots, "check") for e in errs] +
-                       [from_json(w, roots, "check", "warning") for w in warns])
+        self.remote = ([p for e in errs for p in all_from_json(e, roots, "check")] +
+                       [p for w in warns for p in all_from_json(w, roots, "check", "warning")])
         self._emit()
         self.stateChanged.emit("ok" if not errs else "problems")
+        self.import_reference(gen)
+
+    def set_proof_problems(self, kind: str, err, roots: list[Path], job=None) -> None:
+        """A proof that could not run (the reference raised, a timeout) is a problem too, at its
+        file and line in the package — not in the snapshot the worker read."""
+        e = err if isinstance(err, StudioError) else StudioError(str(err))
+        self.proof = [Problem(f"{kind}: {p.message}", p.file, p.line, p.col, p.field, p.hint, p.severity, kind)
+                      for p in with_related(e, roots + (_target(job) if job is not None else []), kind)]
+        self._emit()
+
+    def import_reference(self, gen: int) -> None:
+        """Load the reference in the sandbox (trusted code only); its errors land at their line."""
+        if not self.session.runnable or any(p.file == self.doc.reference_file and p.source == "parse"
+                                            for p in self.local):
+            self.imported = []
+            self._emit()
+            return
+        roots = [p for p in (self.doc.path,) if p]
+        job = self.workers.submit("edit", "reference", prepare=self.session.target(),
+                                  supersede=f"reference:{self.doc.doc_id}")
+        self.reference_job = job
+        job.succeeded.connect(lambda rep: self._imported(gen, rep, roots + _target(job)))
+        job.failed.connect(lambda err: self._imported(gen, {"errors": [err.to_dict() if isinstance(
+            err, StudioError) else StudioError(str(err)).to_dict()]}, roots + _target(job)))
+
+    def _imported(self, gen: int, rep: dict, roots: list[Path]) -> None:
+        self.imports_done += 1
+        if gen != self.generation:
+            return
+        errs = rep.get("errors", []) if isinstance(rep, dict) else []
+        self.imported = [p for e in errs for p in all_from_json(e, roots, "import")]
+        self._emit()
 
     def _failed(self, gen: int, err, roots: list[Path]) -> None:
         self.checks_done += 1
         if gen != self.generation:
             return
         e = err if isinstance(err, StudioError) else StudioError(str(err))
-        self.remote = [from_error(e, roots, "check")]
+        self.remote = with_related(e, roots, "check")
         self.passed = []
         self._emit()
         self.stateChanged.emit("error")
@@ -101,3 +150,17 @@ class CheckController(QObject):
 def _target(job) -> list[Path]:
     t = job.prepared.get("target")
     return [Path(t)] if t else []
+
+
+def python_problem(source: str, file: str) -> Problem | None:
+    """The reference's syntax error as the user types (``ast.parse``: the interpreter's own parser,
+    sub-millisecond for a reference), at its line and 1-based column; None when it parses."""
+    try:
+        ast.parse(source, filename=file)
+    except SyntaxError as e:
+        col = e.offset if e.offset and e.offset > 0 else None
+        return Problem(f"Python syntax error: {e.msg}", file, e.lineno, col, None,
+                       "fix the Python syntax (the reference is checked as you type)", "error", "parse")
+    except ValueError as e:                      # e.g. a NUL byte in the source
+        return Problem(f"Python cannot read the reference: {e}", file, None, None, None, None, "error", "parse")
+    return None

@@ -1,10 +1,13 @@
-"""One open document: its model, session, notebook of cells and the controllers behind them."""
+"""One open document: its model, session, notebook of cells and the controllers behind them —
+and its one undo stack (``undo_stack``, a QUndoStack over every form, table and editor), and the
+freshness of the proofs it shows (``freshness``)."""
 from __future__ import annotations
 
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QVBoxLayout, QWidget
 
 from .checking import CheckController
+from .freshness import KINDS, PanelMark, ProofFreshness
 from .notebook import Notebook
 from .panels.conformance import ConformancePanel
 from .panels.gradcheck import GradcheckPanel
@@ -12,6 +15,7 @@ from .panels.run import RunPanel
 from .proofs import ConformanceController, GradcheckController
 from .running import RunController, param_specs
 from .session import DocumentSession
+from .undo import DocumentUndo, UndoKeys
 
 
 class DocumentView(QWidget):
@@ -38,10 +42,46 @@ class DocumentView(QWidget):
         self.checker.problemsChanged.connect(self._problems)
         self.checker.stateChanged.connect(self._check_state)
         self.conformance.finished.connect(lambda _r: self.catalogChanged.emit())
+        # one undo history for the whole document; Ctrl+Z / Ctrl+Shift+Z in any control use it
+        self.undo = DocumentUndo(doc, self)
+        self.undo_stack = self.undo.stack
+        self.undo_keys = UndoKeys(self.undo_stack, self)
+        self.undo_keys.install(self)
+        from .cells.tables import RowTable
+        for table in self.findChildren(RowTable):
+            table.widgetMade.connect(self.undo_keys.watch)
+        # results shown as stale the moment the content changes; a proof's error is a problem too
+        self.freshness = ProofFreshness(doc, self)
+        self._marks = {"conformance": PanelMark([self.conformance_panel.chip,
+                                                 getattr(self.conformance_panel, "receipt_chip", None)]),
+                       "gradcheck": PanelMark([self.gradcheck_panel.chip])}
+        self._pending: dict[str, str] = {}
+        self.freshness.staleChanged.connect(lambda kind, stale: self._marks[kind].set_stale(stale))
+        for kind, panel, ctl in (("conformance", self.conformance_panel, self.conformance),
+                                 ("gradcheck", self.gradcheck_panel, self.gradcheck)):
+            panel.runRequested.connect(lambda *_a, k=kind, c=ctl: self._proof_started(k, c))
+            ctl.finished.connect(lambda _r, k=kind: self._proof_done(k))
         doc.changed.connect(self._signature_params)
         self._signature_params()
         self.checker._emit()
         self.checker.timer.start()          # a first check soon after opening: problems show without an edit
+
+    def _proof_started(self, kind: str, ctl) -> None:
+        job = ctl.job
+        if job is None or not job.active:
+            return
+        self._marks[kind].saved = None                   # a new result is coming
+        self._pending[kind] = self.doc.content_hash()     # the content the job was given (taken now)
+        roots = [p for p in (self.doc.path,) if p]
+        job.failed.connect(lambda err, j=job: self.checker.set_proof_problems(kind, err, roots, j))
+
+    def _proof_done(self, kind: str) -> None:
+        h = self._pending.pop(kind, None)
+        if h is None:
+            return
+        self.freshness.proven(kind, h)
+        self._marks[kind].remember()
+        self._marks[kind].set_stale(self.freshness.stale(kind))
 
     def _signature_params(self, key: str = "field:signature", _origin=None) -> None:
         if key == "field:signature":

@@ -62,41 +62,67 @@ def save_document(doc: OpDocument, folder: str | os.PathLike | None = None, *, c
     return target
 
 
-def _template_source(d: Path) -> Path | None:
-    """A template folder is an op package, or holds template.toml naming the package it copies."""
+def _template_meta(d: Path) -> dict:
     import tomllib
     meta = d / "template.toml"
-    if meta.is_file():
-        try:
-            src = tomllib.loads(meta.read_text("utf-8")).get("from")
-        except (OSError, tomllib.TOMLDecodeError):
-            return None
-        src = (ROOT / src) if src else None
+    if not meta.is_file():
+        return {}
+    try:
+        return tomllib.loads(meta.read_text("utf-8"))
+    except (OSError, tomllib.TOMLDecodeError):
+        return {}
+
+
+def _template_source(d: Path) -> Path | None:
+    """A template folder is an op package, or holds template.toml naming the package it copies:
+    ``from`` (relative to the product's resources: the story's op, never a stale copy) or
+    ``package`` (a folder inside the template, e.g. ``op``)."""
+    if (d / "template.toml").is_file():
+        meta = _template_meta(d)
+        src = (ROOT / meta["from"]) if meta.get("from") else (d / meta["package"]) if meta.get("package") else None
         return src if src is not None and (src / MANIFEST).is_file() else None
     return d if (d / MANIFEST).is_file() else None
 
 
-def templates() -> list[tuple[str, str]]:
-    """(name, summary) of each template under resources/templates."""
+def template_infos() -> list[dict]:
+    """Each template under resources/templates: name, title, summary, kind, in the order the
+    templates declare (the story's op first), then by name."""
     import tomllib
     out = []
     for d in sorted(TEMPLATES.iterdir()) if TEMPLATES.is_dir() else []:
         src = _template_source(d) if d.is_dir() else None
         if src is None:
             continue
+        meta = _template_meta(d)
         try:
-            meta = tomllib.loads((d / "template.toml").read_text("utf-8")) if (d / "template.toml").is_file() else {}
-            summary = meta.get("summary") or tomllib.loads((src / MANIFEST).read_text("utf-8")).get("summary", "")
+            data = tomllib.loads((src / MANIFEST).read_text("utf-8"))
         except (OSError, tomllib.TOMLDecodeError):
             continue
-        out.append((d.name, summary))
+        summary = meta.get("summary") or data.get("summary", "")
+        sig = str(data.get("signature") or "")
+        op_name = sig[:sig.index("(")].strip() if "(" in sig else d.name
+        out.append({"name": d.name, "title": str(meta.get("title") or d.name), "summary": str(summary),
+                    "op_name": op_name if NAME_RE.match(op_name) else d.name,
+                    "kind": str(meta.get("kind") or d.name), "order": int(meta.get("order", 100))})
+    out.sort(key=lambda t: (t["order"], t["name"]))
     return out
 
 
+def templates() -> list[tuple[str, str]]:
+    """(name, summary) of each template under resources/templates."""
+    return [(t["name"], t["summary"]) for t in template_infos()]
+
+
+from ..engine.contract.contract import VISIBILITIES as VISIBILITY_CHOICES  # noqa: E402
+
+
 def create_from_template(template: str, folder: str | os.PathLike, name: str, author: str = "you", *,
+                         license: str | None = None, visibility: str | None = None, summary: str | None = None,
                          ctx: Context | None = None) -> Path:
-    """A new package ``folder/name`` from a template, with id ``user/<author>/<name>@1``; with
-    ``ctx``, recorded as authored here (the Studio's File ▸ New)."""
+    """A new package ``folder/name`` from a template, with id ``user/<author>/<name>@1``, the
+    signature named ``name``, ``authors = [author]`` and — when given — its license, visibility
+    and summary; with ``ctx``, recorded as authored here (the Studio's File ▸ New)."""
+    from . import toml_edit
     if not NAME_RE.match(name):
         raise StudioError(f"op name {name!r} must be lower case letters, digits and _ (starting with a letter)",
                           field="name", hint="e.g. windowed_median")
@@ -106,15 +132,31 @@ def create_from_template(template: str, folder: str | os.PathLike, name: str, au
     if src is None:
         raise StudioError(f"no template '{template}'", field="template",
                           hint="one of: " + ", ".join(n for n, _ in templates()))
+    if visibility is not None and visibility not in VISIBILITY_CHOICES:
+        raise StudioError(f"visibility {visibility!r} is not one of {', '.join(VISIBILITY_CHOICES)}",
+                          field="visibility")
     texts, binary = read_folder(src)
     import tomllib
-    old_id = tomllib.loads(texts[MANIFEST])["id"]
+    data = tomllib.loads(texts[MANIFEST])
+    old_id = data["id"]
     new_id = f"user/{author}/{name}@1"
     target = Path(folder) / name
     if target.exists() and any(target.iterdir()):
         raise StudioError(f"{target} already exists and is not empty", file=str(target),
                           hint="choose another name or folder")
     files: dict[str, bytes | str] = {rel: text.replace(old_id, new_id) for rel, text in texts.items()}
+    manifest = str(files[MANIFEST])
+    sig = data.get("signature")
+    if isinstance(sig, str) and "(" in sig:
+        manifest = toml_edit.set_value(manifest, "signature", name + sig[sig.index("("):])
+    manifest = toml_edit.set_value(manifest, "authors", [author])
+    if license:
+        manifest = toml_edit.set_value(manifest, "license", license)
+    if visibility:
+        manifest = toml_edit.set_value(manifest, "visibility", visibility)
+    if summary:
+        manifest = toml_edit.set_value(manifest, "summary", summary)
+    files[MANIFEST] = manifest
     files.update(binary)
     write_files(target, files, ctx=ctx, op=new_id)
     return target

@@ -61,6 +61,7 @@ class CodeEditor(QPlainTextEdit):
         self.setTabStopDistance(self.fontMetrics().horizontalAdvance(" ") * 4)
         self.highlighter = PygmentsHighlighter(self.document(), language) if language else None
         self.markers: list[Marker] = []
+        self._marker_sources: dict[str, list[Marker]] = {}
         self._programmatic = False
         self._min_lines, self._max_lines = min_lines, max_lines
         self._gutter = _Gutter(self)
@@ -112,8 +113,18 @@ class CodeEditor(QPlainTextEdit):
         return c.blockNumber() + 1, c.positionInBlock() + 1
 
     # ------------------------------------------------------------------ markers
-    def set_markers(self, markers: list[Marker]) -> None:
-        self.markers = list(markers)
+    def set_markers(self, markers: list[Marker], source: str = "check") -> None:
+        """Show ``markers`` from ``source`` (a cell's own inline validation is ``local``, the
+        worker's check ``check``): setting one source replaces only its marks, so a fix clears
+        exactly the marks it fixed while the other source's stay."""
+        self._marker_sources[source] = list(markers)
+        merged, seen = [], set()
+        for ms in self._marker_sources.values():
+            for m in ms:
+                if (m.line, m.col, m.message) not in seen:
+                    seen.add((m.line, m.col, m.message))
+                    merged.append(m)
+        self.markers = merged
         sels = []
         for m in self.markers:
             block = self.document().findBlockByNumber(max(0, m.line - 1))

@@ -16,7 +16,7 @@ def main(argv: list[str] | None = None) -> int:
     app.setOrganizationDomain("scellis.io")
     app.setDesktopFileName("io.scellis.Studio")
     import pyqtgraph as pg
-    pg.setConfigOptions(antialias=True, background="w", foreground="k")
+    pg.setConfigOptions(antialias=True)          # colours: the palette's (studio/app/theme.py)
     from .window import MainWindow
     win = MainWindow(offer_recovery=not args.no_recovery)
     for p in args.packages:

@@ -51,6 +51,8 @@ class OpDocument(QObject):
     changed = Signal(str, object)        # key, origin (the view that wrote, or None)
     dirtyChanged = Signal(bool)
     pathChanged = Signal(object)
+    # one edit through the setter: key, the files before it, origin (the document's undo, studio/app/undo.py)
+    contentEdited = Signal(str, object, object)
 
     def __init__(self, files: dict[str, str], path: Path | None = None, *, doc_id: str | None = None,
                  binary: dict[str, bytes] | None = None, saved: dict[str, str] | None = None,
@@ -119,6 +121,33 @@ class OpDocument(QObject):
         if self.read_only:
             raise StudioError(f"{self.title} is read-only", hint="use File ▸ Save As to make your own copy")
         was_dirty = self.dirty
+        before = dict(self._files)
+        self._set(key, value, origin)
+        if self._files != before:
+            self.contentEdited.emit(key, before, origin)
+        if self.dirty != was_dirty:
+            self.dirtyChanged.emit(self.dirty)
+
+    def restore(self, files: dict[str, str], origin=None) -> None:
+        """Put every text file back as ``files`` has it (undo/redo): each view is told, as for any
+        change; this is not itself an edit (no ``contentEdited``)."""
+        if MANIFEST not in files:
+            raise StudioError(f"a document needs {MANIFEST}")
+        was_dirty = self.dirty
+        for rel in sorted(set(self._files) | set(files)):      # the code files first: a manifest field
+            if rel == MANIFEST or self._files.get(rel) == files.get(rel):      # naming a file finds it
+                continue
+            if rel in files:
+                self._files[rel] = files[rel]
+            else:
+                del self._files[rel]
+            self.changed.emit(FILE + rel, origin)
+        if files.get(MANIFEST) != self._files.get(MANIFEST):
+            self._set(FILE + MANIFEST, files[MANIFEST], origin)
+        if self.dirty != was_dirty:
+            self.dirtyChanged.emit(self.dirty)
+
+    def _set(self, key: str, value, origin) -> None:
         if key.startswith(FILE):
             rel = key[len(FILE):]
             if self._files.get(rel) == value:
@@ -150,8 +179,6 @@ class OpDocument(QObject):
             self.changed.emit(FILE + MANIFEST, origin)
         else:
             raise KeyError(key)
-        if self.dirty != was_dirty:
-            self.dirtyChanged.emit(self.dirty)
 
     def _parse(self) -> None:
         try:

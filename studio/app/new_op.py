@@ -1,8 +1,12 @@
-"""The "new op from template" dialog: template, op name, author, and the folder to create it in."""
+"""The "new op from template" dialog: the template kind (the story's op, or a blank start:
+elementwise, selection (windowed), reduction, stencil), the op name, author, license,
+visibility, and the folder to create it in. Everything typed here lands in the document:
+the id ``user/<author>/<name>@1``, ``authors = [author]``, ``license``, ``visibility``."""
 from __future__ import annotations
 
 import os
 
+from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (
     QComboBox,
     QDialog,
@@ -15,7 +19,7 @@ from PySide6.QtWidgets import (
     QPushButton,
 )
 
-from .documents import AUTHOR_RE, NAME_RE, templates
+from .documents import AUTHOR_RE, NAME_RE, VISIBILITY_CHOICES, template_infos
 
 
 class NewOpDialog(QDialog):
@@ -24,13 +28,24 @@ class NewOpDialog(QDialog):
         self.setWindowTitle("New op from template")
         form = QFormLayout(self)
         self.template = QComboBox()
-        for name, summary in templates():
-            self.template.addItem(f"{name} — {summary}", name)
+        self.infos = template_infos()
+        for t in self.infos:
+            self.template.addItem(t["title"], t["name"])
+            self.template.setItemData(self.template.count() - 1, t["summary"], Qt.ItemDataRole.ToolTipRole)
         form.addRow("template", self.template)
+        self.template_summary = QLabel()
+        self.template_summary.setWordWrap(True)
+        form.addRow("", self.template_summary)
         self.name = QLineEdit("windowed_median")
         form.addRow("op name", self.name)
         self.author = QLineEdit(_default_author())
         form.addRow("author", self.author)
+        self.license = QLineEdit()
+        self.license.setPlaceholderText("SPDX, e.g. Apache-2.0 (optional while private)")
+        form.addRow("license", self.license)
+        self.visibility = QComboBox()
+        self.visibility.addItems(list(VISIBILITY_CHOICES))
+        form.addRow("visibility", self.visibility)
         row = QHBoxLayout()
         self.folder = QLineEdit(folder or os.path.expanduser("~"))
         browse = QPushButton("…")
@@ -45,9 +60,21 @@ class NewOpDialog(QDialog):
         self.buttons.accepted.connect(self.accept)
         self.buttons.rejected.connect(self.reject)
         form.addRow(self.buttons)
-        for w in (self.name, self.author, self.folder):
+        for w in (self.name, self.author, self.folder, self.license):
             w.textChanged.connect(self._update)
+        self.visibility.currentTextChanged.connect(self._update)
+        self.template.currentIndexChanged.connect(self._template_chosen)
+        self._template_chosen()
         self._update()
+
+    def _template_chosen(self, *_):
+        i = self.template.currentIndex()
+        info = self.infos[i] if 0 <= i < len(self.infos) else None
+        self.template_summary.setText(info["summary"] if info else "")
+        # a name still at another template's default follows the template (the user's own name stays)
+        defaults = {t["op_name"] for t in self.infos}
+        if info is not None and self.name.text().strip() in defaults:
+            self.name.setText(info["op_name"])
 
     def _browse(self) -> None:
         d = QFileDialog.getExistingDirectory(self, "Create the op package in", self.folder.text())
@@ -56,14 +83,29 @@ class NewOpDialog(QDialog):
 
     def _update(self) -> None:
         name, author = self.name.text().strip(), self.author.text().strip()
-        ok = bool(NAME_RE.match(name) and AUTHOR_RE.match(author) and self.folder.text().strip())
+        needs_license = self.visibility.currentText() != "private" and not self.license.text().strip()
+        ok = bool(NAME_RE.match(name) and AUTHOR_RE.match(author) and self.folder.text().strip()) and not needs_license
         self.buttons.button(QDialogButtonBox.StandardButton.Ok).setEnabled(ok)
+        if needs_license:
+            self.preview.setText(f"visibility '{self.visibility.currentText()}' needs a license (SPDX, e.g. Apache-2.0)")
+            return
         self.preview.setText(f"id user/{author}/{name}@1 in {os.path.join(self.folder.text().strip(), name)}" if ok
                              else "op name: lower case, digits and _; author: lower case, digits, '.', '_' or '-'")
 
     def values(self) -> tuple[str, str, str, str]:
+        """(template, folder, name, author) — ``create_from_template``'s positional arguments."""
         return (self.template.currentData(), self.folder.text().strip(), self.name.text().strip(),
                 self.author.text().strip())
+
+    def options(self) -> dict:
+        """The rest of what was typed, as ``create_from_template``'s keywords."""
+        return {"license": self.license.text().strip() or None, "visibility": self.visibility.currentText()}
+
+    def choose_template(self, name: str) -> None:
+        i = self.template.findData(name)
+        if i < 0:
+            raise KeyError(name)
+        self.template.setCurrentIndex(i)
 
 
 def _default_author() -> str:

@@ -25,6 +25,7 @@ from .cells.signature import SignatureCell
 from .cells.tolerance import ToleranceCell
 from .editors import Marker
 from .problems import Problem
+from .wheel_guard import guard, guard_tree
 
 EMBEDDED = ("signature", "bindings.text", "backward.text", "kernel.invocations", "backward.bindings",
             "backward.invocations")
@@ -91,6 +92,8 @@ class Notebook(QWidget):
             self.column.addWidget(c)
             self.jump_box.addItem(c.title, c.key)
         self.column.addStretch(1)
+        guard_tree(inner)                         # the wheel scrolls the notebook, never an unfocused control
+        guard(self.jump_box)
         self.jump_box.activated.connect(lambda i: self.show_cell(self.jump_box.itemData(i)))
         self._title()
         doc.changed.connect(lambda *_: self._title())
@@ -134,8 +137,7 @@ class Notebook(QWidget):
         for dotted, editor in (("bindings.text", self.cells["bindings"].editor), ("backward.text", bw.editor),
                                ("backward.bindings", bw.device_bindings)):
             found = embedded.get(dotted, [])
-            if found:
-                editor.set_markers([Marker(ln, c, p.message) for p, ln, c in found])
+            editor.set_markers([Marker(ln, c, p.message) for p, ln, c in found])      # none found: cleared
 
     def jump(self, p: Problem) -> None:
         """Show the cell a problem belongs to and put the cursor at its line and column."""

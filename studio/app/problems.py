@@ -56,6 +56,22 @@ def from_json(d: dict, roots: list[Path], source: str = "check", severity: str =
     return from_error(StudioError.from_dict(d), roots, source, severity)
 
 
+def with_related(e: StudioError, roots: list[Path], source: str = "check", severity: str = "error") -> list[Problem]:
+    """The problem and one more at each place it relates to: a contract/kernel disagreement is
+    marked on the descriptor line *and* on the WGSL line (the engine's ``related`` positions)."""
+    out = [from_error(e, roots, source, severity)]
+    for r in e.related:
+        if r.file is None and r.line is None:
+            continue
+        out.append(Problem(f"{e.message} — here: {r.message}", relative(r.file, roots), r.line, r.col, r.field,
+                           r.hint or e.hint, severity, source))
+    return out
+
+
+def all_from_json(d: dict, roots: list[Path], source: str = "check", severity: str = "error") -> list[Problem]:
+    return with_related(StudioError.from_dict(d), roots, source, severity)
+
+
 class ProblemsPanel(QTreeWidget):
     """``activated(problem)`` when the user clicks a row."""
     activated = Signal(object)

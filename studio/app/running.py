@@ -42,8 +42,9 @@ class RunController(QObject):
         self.result: dict | None = None
         panel.runRequested.connect(self.run)
         panel.cancelRequested.connect(self.cancel)
-        panel.exportPlotRequested.connect(self.export_plot_dialog)
         panel.exportDataRequested.connect(self.export_data_dialog)
+        panel.export_plot.background = background          # a million-sample CSV is written off the GUI thread
+        panel.export_plot.failed.connect(panel.show_error)
         session.doc.changed.connect(lambda key, _o: self._params() if key == "field:signature" else None)
         self._params()
 
@@ -114,22 +115,27 @@ class RunController(QObject):
             self.workers.cancel(self.job)
 
     # ------------------------------------------------------------------ export
-    def export_plot_dialog(self) -> None:
-        path, _ = QFileDialog.getSaveFileName(self.panel, "Export plot", "run.png", "PNG (*.png);;SVG (*.svg)")
-        if path:
-            self.export_plot(path)
-
     def export_plot(self, path: str) -> None:
+        """The plot as PNG or SVG (or its data as CSV), as the plot's Export button writes it."""
         from ..figures import export_plot
         export_plot(self.panel.plot, path)
 
     def export_data_dialog(self) -> None:
-        path, _ = QFileDialog.getSaveFileName(self.panel, "Export output data", "output.npy",
-                                              "NumPy (*.npy);;CSV (*.csv)")
+        path, _ = QFileDialog.getSaveFileName(self.panel, "Export data", "output.npy",
+                                              "NumPy, the output array (*.npy);;CSV, input and output with a header (*.csv)")
         if path:
             self.export_data(path)
 
     def export_data(self, path: str, which: str = "output"):
+        """.npy: the ``which`` array as it came from the device (to feed another op). .csv: every plotted
+        series with a header — the sample index, the input and the output on the input's axis (blank
+        where the windowed output has no sample). Written off the GUI thread; returns the future."""
+        if str(path).lower().endswith(".csv"):
+            from ..engine.atomic import write_bytes
+            from ..figures import series_table, table_csv
+            table = series_table(self.panel.plot)
+            return self.background.run(lambda: write_bytes(path, table_csv(*table).encode("utf-8")), None,
+                                       self.panel.show_error, ordered=True)
         from ..engine.arrays import save_array
         data = self.panel.data[which]
         return self.background.run(lambda: save_array(path, data), None, self.panel.show_error, ordered=True)

@@ -18,7 +18,13 @@ _HEADER = re.compile(r"^\s*\[([^\[\]]+)\]\s*(#.*)?$")
 
 
 def render_value(value) -> str:
-    """A TOML value as text (strings with newlines as multi-line basic strings)."""
+    """A TOML value as text (strings with newlines as multi-line basic strings; a short array of
+    scalars on one line, as a person writes ``authors = ["ana"]``)."""
+    if isinstance(value, list) and all(isinstance(v, (str, int, float, bool)) and
+                                       not (isinstance(v, str) and "\n" in v) for v in value):
+        inline = "[" + ", ".join(render_value(v) for v in value) + "]"
+        if len(inline) <= 80:
+            return inline
     out = tomli_w.dumps({"k": value}, multiline_strings=True)
     return out[len("k = "):].rstrip("\n")
 

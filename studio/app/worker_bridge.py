@@ -61,7 +61,10 @@ def _studio_client(*, budget_s: float):
     from ..engine.services.workflows import HANDLERS as WORKFLOW_HANDLERS
     from ..engine.worker.client import WorkerClient
     from .catalog_scan import BUDGETS, HANDLERS
-    return WorkerClient(budget_s=budget_s, handlers={**WORKFLOW_HANDLERS, **HANDLERS}, budgets=BUDGETS)
+    from .reference_check import BUDGETS as REFERENCE_BUDGETS
+    from .reference_check import HANDLERS as REFERENCE_HANDLERS
+    return WorkerClient(budget_s=budget_s, handlers={**WORKFLOW_HANDLERS, **HANDLERS, **REFERENCE_HANDLERS},
+                        budgets={**BUDGETS, **REFERENCE_BUDGETS})
 
 
 class DeviceJob(QObject):

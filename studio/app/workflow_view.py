@@ -29,17 +29,24 @@ from ..engine.errors import StudioError
 from ..engine.workflow.graph import order
 from ..engine.workflow.plan import resolve_op
 from ..engine.workflow.spec import load_workflow
+from .export import plot_with_export
 from .panels.job import error_html
+from .style import colour
+from .theme import style_plot
 
 PLOT_SAMPLES = 4000
 
 
-def _plot(title: str = "") -> pg.PlotWidget:
-    w = pg.PlotWidget(title=title, background="w")
-    w.setMinimumHeight(140)
+def _plot(title: str = "", x_label: str = "sample", y_label: str = "value", *, x_units: str | None = "index",
+          y_units: str | None = None) -> pg.PlotWidget:
+    from ..figures import label_axes
+    w = pg.PlotWidget(title=title)
+    w.setMinimumHeight(160)
     w.getPlotItem().setDownsampling(auto=True, mode="peak")
     w.getPlotItem().setClipToView(True)
     w.showGrid(x=True, y=True, alpha=0.2)
+    label_axes(w, x_label, y_label, x_units=x_units, y_units=y_units)
+    style_plot(w)
     return w
 
 
@@ -55,6 +62,7 @@ class StepCell(QFrame):
         self.header = QLabel()
         top.addWidget(self.header, 1)
         self.run_here = QPushButton("Run to here")
+        self.run_here.setToolTip(f"run the workflow up to {name} (and the steps it needs)")
         self.run_here.clicked.connect(lambda: view.run(until=name))
         top.addWidget(self.run_here)
         lay.addLayout(top)
@@ -67,9 +75,9 @@ class StepCell(QFrame):
             form.addRow(k, f)
             self.fields[k] = f
         lay.addLayout(form)
-        self.plot = _plot()
-        self.curve = self.plot.plot([], [], pen=pg.mkPen("#1f77b4", width=1))
-        lay.addWidget(self.plot)
+        self.plot = _plot(y_label=f"{name} output", y_units="signal units")
+        self.curve = self.plot.plot([], [], pen=pg.mkPen("#1f77b4", width=1), name=f"{name} output")
+        lay.addWidget(plot_with_export(self.plot, f"step_{name}"))
         self.time_label = QLabel("not run yet")
         lay.addWidget(self.time_label)
         self.seconds: float | None = None
@@ -119,11 +127,15 @@ class WorkflowView(QWidget):
         outer = QVBoxLayout(self)
         bar = QHBoxLayout()
         self.run_button = QPushButton("Run all")
+        self.run_button.setToolTip("run every step on the device, in order (the record pins every op by hash)")
         self.run_button.clicked.connect(lambda: self.run())
         self.train_button = QPushButton("Train")
+        self.train_button.setToolTip("run the workflow's [train] section: steps of the optimizer, the loss plotted "
+                                     "as it goes" if self.wf.train is not None else "this workflow has no [train] section")
         self.train_button.setEnabled(self.wf.train is not None)
         self.train_button.clicked.connect(lambda: self.train())
         self.stop_button = QPushButton("Stop")
+        self.stop_button.setToolTip("stop the run (its worker is restarted)")
         self.stop_button.setEnabled(False)
         self.stop_button.clicked.connect(self.stop)
         self.allow_box = QCheckBox("Allow unverified for this run")
@@ -133,6 +145,8 @@ class WorkflowView(QWidget):
                                   "declared VJPs on the way to the loss), as `--prove` does")
         self.progress = QProgressBar()
         self.progress.setRange(0, 1)
+        self.progress.setTextVisible(False)
+        self.progress.setToolTip("steps done, of the workflow's steps")
         for w in (self.run_button, self.train_button, self.stop_button, self.allow_box, self.prove_box):
             bar.addWidget(w)
         bar.addWidget(self.progress, 1)
@@ -161,12 +175,15 @@ class WorkflowView(QWidget):
         self.provenance = QPlainTextEdit()
         self.provenance.setReadOnly(True)
         self.provenance.setLineWrapMode(QPlainTextEdit.LineWrapMode.NoWrap)
+        self.provenance.setToolTip("the provenance record of the last run: every op by hash, inputs and outputs")
         side_lay.addWidget(self.provenance, 2)
-        self.loss_plot = _plot("training loss")
+        self.loss_plot = _plot("training loss", "training step", "loss", x_units="step", y_units="MSE, log scale")
         self.loss_plot.setLogMode(y=True)
-        self.loss_curve = self.loss_plot.plot([], [], pen=pg.mkPen("#d62728", width=2), symbol="o", symbolSize=4)
-        self.loss_plot.setVisible(self.wf.train is not None)
-        side_lay.addWidget(self.loss_plot, 1)
+        self.loss_curve = self.loss_plot.plot([], [], pen=pg.mkPen("#d62728", width=2), symbol="o", symbolSize=4,
+                                              name="loss")
+        loss_box = plot_with_export(self.loss_plot, "training_loss")
+        loss_box.setVisible(self.wf.train is not None)
+        side_lay.addWidget(loss_box, 1)
         split.addWidget(side)
         outer.addWidget(split, 1)
 
@@ -199,12 +216,14 @@ class WorkflowView(QWidget):
         self.stop_button.setEnabled(False)
         self.progress.setRange(0, 1)
         self.progress.setValue(1)
+        self.progress.setTextVisible(False)
         self.status.setText(text)
 
     def _progress(self, done: int, total: int) -> None:
         if total:
             self.progress.setRange(0, total)
             self.progress.setValue(done)
+            self.progress.setTextVisible(True)
 
     def _live_loss(self, step: int, loss: float) -> None:
         """A training step's loss, as it arrives from the worker: the curve grows while training runs."""
@@ -249,7 +268,7 @@ class WorkflowView(QWidget):
         if "no valid conformance receipt" in text:            # the plan's refusal (plan.require_verified)
             extra = ("<br><b>Tick “Allow unverified for this run” to run it anyway (the record says so), "
                      "or prove the op (Conformance in its package tab).</b>")
-            self.allow_box.setStyleSheet("font-weight: bold; color: #b3261e")
+            self.allow_box.setStyleSheet(f"font-weight: bold; color: {colour('error')}")
         self.status.setText(error_html(err) + extra)
         self.error_text = text
 

@@ -206,6 +206,8 @@ def check_dtype(dtype: np.dtype, spec, *, file: str | None = None) -> None:
     ``spec`` only arrays of numbers are admitted. Raises StudioError naming the file and the input."""
     dtype = np.dtype(dtype)
     name = getattr(spec, "name", None)
+    if dtype.name == "bfloat16":            # ml_dtypes' bf16 (kind 'V'): floating point, docs/bf16.md
+        return
     if dtype.kind not in "fiu" or dtype.subdtype is not None or dtype.names:
         what = _KINDS.get(dtype.kind, f"values of dtype {dtype}")
         want = f"the signature declares {spec}" if spec is not None else "an input holds numbers"

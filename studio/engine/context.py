@@ -27,6 +27,7 @@ class Context:
     references: References = field(init=False)
     seal: ReceiptSeal = field(init=False)
     proven: dict = field(default_factory=dict)   # conformance verdicts earned in this process, by (hash, profile)
+    corpora: dict = field(default_factory=dict)  # regenerated corpora's (identity, hash), for receipt checks
 
     def __post_init__(self):
         self.references = References(self.trust, self.hosts)

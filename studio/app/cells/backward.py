@@ -2,13 +2,14 @@
 convention — metadata, written where the card shows it, not buried in a comment."""
 from __future__ import annotations
 
-from PySide6.QtWidgets import QComboBox, QFormLayout, QGroupBox, QLabel, QLineEdit
+from PySide6.QtWidgets import QComboBox, QFormLayout, QGroupBox, QLabel, QLineEdit, QPushButton
 
 from ...engine.contract.backward import check_against_signature, parse_backward
 from ...engine.contract.signature import parse_signature
 from ...engine.errors import StudioError
 from ..editors import CodeEditor, Marker
-from ..model import FIELD
+from .. import toml_edit
+from ..model import FIELD, FILE
 from .base import Cell, InlineMessage
 from .binding import Binder
 from .tables import RowTable
@@ -20,6 +21,11 @@ KIND_NOTES = {
     "nondifferentiable": "the honest floor: the engine refuses to train through the op",
 }
 
+
+# the device VJP's own fields in [backward]: shown whenever op.toml has any of them, so an error
+# the checker finds in one never points at a hidden field
+DEVICE_FIELDS = ("backward.invocations", "backward.bindings", "backward.kernel", "backward.tolerance",
+                 "backward.workgroup_size")
 
 # a composite declares its steps after the keyword; the checker flags this until one is written
 COMPOSITE_TEMPLATE = "composite\n# one step per line: out = namespace/author/op@1(inputs; param = expr)\n"
@@ -85,6 +91,15 @@ class BackwardCell(Cell):
         # the declared VJP on the device: its launch, its bindings, its WGSL
         self.device_box = QGroupBox("device VJP kernel")
         dev = QFormLayout(self.device_box)
+        self.device_unused = QLabel("No VJP rule runs on the device now: these fields are unused. Remove them, "
+                                    "or write a rule `reference(vjp) on device(\"backward.wgsl\")`.")
+        self.device_unused.setWordWrap(True)
+        self.device_unused.setStyleSheet("color: #8a5a00")
+        self.device_remove = QPushButton("remove the device VJP fields")
+        self.device_remove.setObjectName("backward_remove_device")
+        self.device_remove.clicked.connect(self.remove_device_fields)
+        dev.addRow(self.device_unused)
+        dev.addRow(self.device_remove)
         self.device_invocations = QLineEdit()
         dev.addRow("invocations", self.device_invocations)
         self.device_bindings = CodeEditor(None, min_lines=3, max_lines=10)
@@ -104,6 +119,8 @@ class BackwardCell(Cell):
         self.binder.plain(self.device_bindings, "backward.bindings")
         self.binder.file(self.device_editor, self.device_kernel)
         self.binder.watch(FIELD + "backward.text", None, self._device_visible)
+        for k in DEVICE_FIELDS:
+            self.binder.watch(FIELD + k, None, self._device_visible)
         self.kind.currentTextChanged.connect(lambda _t: self._form_edited())
         self.rules.edited.connect(self._form_edited)
         self.binder.watch(FIELD + "backward.text", self, self._from_model)
@@ -129,11 +146,26 @@ class BackwardCell(Cell):
             return "backward.wgsl"
         return next((r.device_kernel for r in bw.rules if r.device_kernel), "backward.wgsl")
 
+    def uses_device(self) -> bool:
+        return 'on device(' in str(self.doc.field("backward.text") or "")
+
     def _device_visible(self) -> None:
-        on = 'on device(' in str(self.doc.field("backward.text") or "")
+        used = self.uses_device()
+        present = [k for k in DEVICE_FIELDS if self.doc.field(k) is not None]
+        on = used or bool(present)
         self.device_box.setVisible(on)
+        self.device_unused.setVisible(on and not used)
+        self.device_remove.setVisible(on and not used and not self.doc.read_only)
         if on:
             self.device_editor.set_text(self.doc.text(self.device_kernel()))
+
+    def remove_device_fields(self) -> None:
+        """Delete the device VJP's fields from op.toml in one edit (one undo step)."""
+        text = self.doc.manifest_text
+        for k in DEVICE_FIELDS:
+            if self.doc.field(k) is not None:
+                text = toml_edit.set_value(text, k, None)
+        self.binder.write(FILE + "op.toml", text, None)
 
     def _form_edited(self) -> None:
         kind = self.kind.currentText()
@@ -186,7 +218,7 @@ class BackwardCell(Cell):
         return bw
 
     def _show(self, errs: list[StudioError], severity: str = "error") -> None:
-        self.editor.set_markers([Marker(e.line, e.col, e.message) for e in errs if e.line is not None])
+        self.editor.set_markers([Marker(e.line, e.col, e.message) for e in errs if e.line is not None], "local")
         if errs:
             self.message.show_error(errs[0])
             self.set_status("warning" if severity == "warning" else "invalid", "warn" if severity == "warning" else "error")

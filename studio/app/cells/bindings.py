@@ -97,7 +97,7 @@ class BindingsCell(Cell):
         return desc
 
     def _show(self, errs: list[StudioError]) -> None:
-        self.editor.set_markers([Marker(e.line, e.col, e.message) for e in errs if e.line is not None])
+        self.editor.set_markers([Marker(e.line, e.col, e.message) for e in errs if e.line is not None], "local")
         if errs:
             self.message.show_error(errs[0])
             self.set_status("invalid" if len(errs) == 1 else f"{len(errs)} problems", "error")

@@ -14,11 +14,15 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from ..wheel_guard import guard
+
 
 class RowTable(QWidget):
     """Columns: (header, choices-or-None, editable-combo). ``rows()`` gives lists of strings;
-    ``edited`` fires on any user change (cell text, dropdown, add/remove row)."""
+    ``edited`` fires on any user change (cell text, dropdown, add/remove row); ``widgetMade`` for
+    each dropdown the table creates (the document view routes its undo keys)."""
     edited = Signal()
+    widgetMade = Signal(QWidget)
 
     def __init__(self, columns: list[tuple[str, list[str] | None]], *, defaults: list[str], parent=None,
                  add_label: str = "+ add"):
@@ -39,6 +43,9 @@ class RowTable(QWidget):
         self.remove_button = QPushButton("− remove")
         self.add_button.clicked.connect(self._add)
         self.remove_button.clicked.connect(self._remove)
+        self.remove_button.setEnabled(False)                 # until a row is selected
+        self.table.itemSelectionChanged.connect(
+            lambda: self.remove_button.setEnabled(bool(self.table.selectedIndexes())))
         buttons.addWidget(self.add_button)
         buttons.addWidget(self.remove_button)
         buttons.addStretch(1)
@@ -65,7 +72,9 @@ class RowTable(QWidget):
                     box.addItem(v)
                 box.setCurrentText(v)
                 box.currentTextChanged.connect(lambda _t: self._user_edit())
+                guard(box)                       # the wheel never edits an unfocused dropdown
                 self.table.setCellWidget(r, c, box)
+                self.widgetMade.emit(box)
             else:
                 self.table.setItem(r, c, QTableWidgetItem(v))
 
@@ -113,8 +122,10 @@ class RowTable(QWidget):
         self.edited.emit()
 
     def _remove(self) -> None:
-        rows = sorted({i.row() for i in self.table.selectedIndexes()}, reverse=True) or \
-            ([self.table.rowCount() - 1] if self.table.rowCount() else [])
+        """Remove the selected rows — only those: with nothing selected, nothing is removed."""
+        rows = sorted({i.row() for i in self.table.selectedIndexes()}, reverse=True)
+        if not rows:
+            return
         for r in rows:
             self.table.removeRow(r)
         self._fit()

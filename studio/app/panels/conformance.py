@@ -23,6 +23,7 @@ from PySide6.QtWidgets import (
 from ...engine.precision import POISON_WORD
 from ..cells.base import Chip
 from ..editors import mono_font
+from ..style import colour
 from .job import JobPanel, error_html
 
 COLUMNS = ["case", "class", "values", "shape", "params", "output", "kind", "detail"]
@@ -61,7 +62,15 @@ class ConformancePanel(JobPanel):
         self.large = QCheckBox("large corpus")
         self.progress = QProgressBar()
         self.progress.setFormat("%v / %m cases")
+        self.progress.setRange(0, 1)
         self.progress.setValue(0)
+        self.progress.setTextVisible(False)        # no "0 / 100 cases" before the corpus size is known
+        self.run_button.setToolTip("run the kernel against the reference on the engine's generated corpus "
+                                   "(Ctrl+Enter in this cell, F5 anywhere)")
+        self.cancel_button.setToolTip("stop the conformance run (its worker is restarted)")
+        self.seed.setToolTip("the corpus seed: the same seed generates the same cases")
+        self.large.setToolTip("a larger corpus: more shapes and values, slower")
+        self.progress.setToolTip("cases run so far, of the corpus the engine generated")
         for w in (self.run_button, self.cancel_button, self.seed, self.large):
             bar.addWidget(w)
         bar.addWidget(self.progress, 1)
@@ -96,6 +105,7 @@ class ConformancePanel(JobPanel):
 
         self.table = QTableWidget(0, len(COLUMNS))
         self.table.setObjectName("conformance_cases")
+        self.table.setToolTip("the failing cases (the first 50); n = w rows are the smallest valid input")
         self.table.setHorizontalHeaderLabels(COLUMNS)
         self.table.verticalHeader().setVisible(False)
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
@@ -126,6 +136,7 @@ class ConformancePanel(JobPanel):
         self.run_button.setEnabled(False)
         self.cancel_button.setEnabled(True)
         self.progress.setRange(0, 0)           # busy until the first batch reports
+        self.progress.setTextVisible(False)
         self.set_status("running", "busy")
         self.summary.setText("running the corpus on the device…")
 
@@ -146,6 +157,7 @@ class ConformancePanel(JobPanel):
         total = int(report.get("corpus", {}).get("cases", report.get("passed", 0) + report.get("failed", 0)))
         self.progress.setRange(0, max(total, 1))
         self.progress.setValue(total)
+        self.progress.setTextVisible(total > 0)
         ok = report.get("verdict") == "pass"
         self.stopped("PASS" if ok else "FAIL", "ok" if ok else "error")
         classes = ", ".join(f"{k}: {v}" for k, v in report.get("failing_classes", {}).items())
@@ -156,7 +168,8 @@ class ConformancePanel(JobPanel):
             f"{str(corpus.get('hash', ''))[:12]}) in {report.get('seconds', 0):.2f} s on GPU profile "
             f"{report.get('gpu_profile')}; tolerance <b>{report.get('tolerance')}</b>"
             + (f"<br>failing classes — {classes}" if classes else "")
-            + "".join(f"<br><span style='color:#b3261e'>category: {c}</span>" for c in report.get("category_errors", [])))
+            + "".join(f"<br><span style='color:{colour('error')}'>category: {c}</span>"
+                      for c in report.get("category_errors", [])))
         fails = report.get("failures", [])
         self._fill_table(fails)
         self._show_first(fails[0] if fails else None, report.get("reproduce", ""))
@@ -173,7 +186,8 @@ class ConformancePanel(JobPanel):
             for c, v in enumerate(vals):
                 it = QTableWidgetItem(v)
                 if is_n_equals_w(f):
-                    it.setBackground(Qt.GlobalColor.yellow)
+                    from PySide6.QtGui import QColor
+                    it.setBackground(QColor(colour("mark")))
                     it.setToolTip("the smallest valid input: n = w, exactly one output element")
                 self.table.setItem(r, c, it)
 

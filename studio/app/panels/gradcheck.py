@@ -23,7 +23,12 @@ from PySide6.QtWidgets import (
 )
 
 from ..editors import mono_font
+from ..export import plot_with_export
+from ..style import colour
+from ..theme import style_plot
 from .job import JobPanel, error_html
+
+X_LABEL = Y_LABEL_UNITS = "∂L/∂x"
 
 
 def _num(v):
@@ -79,6 +84,11 @@ class GradcheckPanel(JobPanel):
         self.progress = QProgressBar()
         self.progress.setRange(0, 1)
         self.progress.setValue(0)
+        self.progress.setTextVisible(False)
+        self.run_button.setToolTip("compare the declared VJP with central differences of the reference, then run "
+                                   "the negative control (Ctrl+Enter in this cell)")
+        self.cancel_button.setToolTip("stop the gradcheck (its worker is restarted)")
+        self.progress.setToolTip("probes compared so far")
         bar.addWidget(self.run_button)
         bar.addWidget(self.cancel_button)
         self.params_row = QHBoxLayout()
@@ -90,18 +100,21 @@ class GradcheckPanel(JobPanel):
         self.verdict.setWordWrap(True)
         self.body_layout.addWidget(self.verdict)
         split = QSplitter(Qt.Orientation.Horizontal)
-        self.plot = pg.PlotWidget(background="w")
+        from ...figures import label_axes
+        self.plot = pg.PlotWidget()
         self.plot.setObjectName("gradcheck_plot")
-        self.plot.setLabel("bottom", "analytic (declared VJP)")
-        self.plot.setLabel("left", "numeric (central differences)")
+        label_axes(self.plot, "analytic: the declared VJP", "numeric: central differences (f64)",
+                   x_units=X_LABEL, y_units=Y_LABEL_UNITS)
         self.plot.showGrid(x=True, y=True, alpha=0.25)
         self.plot.addLegend(offset=(10, 10))
         self.plot.setMinimumHeight(280)
-        split.addWidget(self.plot)
+        style_plot(self.plot)
+        split.addWidget(plot_with_export(self.plot, "gradcheck"))
         self.text = QPlainTextEdit()
         self.text.setReadOnly(True)
         self.text.setFont(mono_font())
         self.text.setObjectName("gradcheck_report")
+        self.text.setToolTip("the gradcheck report, as `scellis gradcheck` prints it")
         self.text.setLineWrapMode(QPlainTextEdit.LineWrapMode.NoWrap)
         split.addWidget(self.text)
         split.setSizes([380, 620])
@@ -109,6 +122,7 @@ class GradcheckPanel(JobPanel):
         self.body_layout.addWidget(QLabel("negative control — every corrupted VJP must be REJECTED"))
         self.mutants = QTableWidget(0, 3)
         self.mutants.setObjectName("gradcheck_mutants")
+        self.mutants.setToolTip("each deliberately corrupted VJP and its fate: every one must be REJECTED")
         self.mutants.setHorizontalHeaderLabels(["mutant", "corruption", "fate"])
         self.mutants.verticalHeader().setVisible(False)
         self.mutants.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
@@ -134,6 +148,7 @@ class GradcheckPanel(JobPanel):
             s.setRange(lo, hi)
             s.setValue(value)
             s.setPrefix(f"{name} = ")
+            s.setToolTip(f"the op's parameter {name} for the gradcheck ({lo} … {hi})")
             self.params_row.addWidget(s)
             self.param_spins[name] = s
 
@@ -159,8 +174,8 @@ class GradcheckPanel(JobPanel):
         allv = np.concatenate([ka, kn, sa, sn]) if (ka.size + sa.size) else np.zeros(2)
         lo, hi = float(np.min(allv)), float(np.max(allv))
         pad = (hi - lo) * 0.05 or 1.0
-        self.plot.plot([lo - pad, hi + pad], [lo - pad, hi + pad], pen=pg.mkPen("#bbbbbb", style=Qt.PenStyle.DashLine),
-                       name="analytic = numeric")
+        self.plot.plot([lo - pad, hi + pad], [lo - pad, hi + pad], pen=pg.mkPen(
+            self.palette().color(self.palette().ColorRole.Mid), style=Qt.PenStyle.DashLine), name="analytic = numeric")
         self.scatter = pg.ScatterPlotItem(ka, kn, size=7, brush=pg.mkBrush(31, 95, 168, 170), pen=None,
                                           name=f"probes ({ka.size})")
         self.skipped = pg.ScatterPlotItem(sa, sn, size=11, symbol="x", brush=pg.mkBrush("#d1495b"),
@@ -173,8 +188,8 @@ class GradcheckPanel(JobPanel):
             for c, v in enumerate((name, what, shown)):
                 it = QTableWidgetItem(v)
                 if c == 2:
-                    it.setForeground({"REJECTED": Qt.GlobalColor.darkGreen, "n/a": Qt.GlobalColor.gray}.get(
-                        fate, Qt.GlobalColor.red))
+                    from PySide6.QtGui import QColor
+                    it.setForeground(QColor(colour({"REJECTED": "ok", "n/a": "muted"}.get(fate, "error"))))
                 self.mutants.setItem(r, c, it)
         measured = report.get("max_error")
         tol = report.get("tolerance")

@@ -6,21 +6,26 @@ from ..cells.base import Cell
 
 
 def error_html(err) -> str:
+    from ..style import colour
     text = err.format() if hasattr(err, "format") else str(err)
-    return f"<span style='color:#b3261e'>✖ {text}</span>".replace("\n", "<br>")
+    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return f"<span style='color:{colour('error')}'>✖ {text}</span>".replace("\n", "<br>")
 
 
 class JobPanel(Cell):
     """Subclasses create ``run_button``, ``cancel_button`` and ``progress``."""
 
     def on_progress(self, done: int, total: int) -> None:
+        """Indeterminate (busy) until the worker says how many there are; then "done / total"."""
         if total:
             self.progress.setRange(0, total)
             self.progress.setValue(done)
+            self.progress.setTextVisible(True)
 
     def stopped(self, text: str, kind: str) -> None:
         self.run_button.setEnabled(True)
         self.cancel_button.setEnabled(False)
         self.progress.setRange(0, 1)
         self.progress.setValue(1 if kind == "ok" else 0)
+        self.progress.setTextVisible(False)
         self.set_status(text, kind)

@@ -19,17 +19,26 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from ..export import plot_with_export
+from ..theme import style_plot
 from .job import JobPanel, error_html
 
 SPIKY = "core/signal/spiky_signal@1"
 SOURCES = ["synthetic spiky signal", ".npy / .csv file"]
 
 
+X_LABEL, X_UNITS = "sample", "index"
+Y_LABEL, Y_UNITS = "value", "signal units"
+
+
 def make_plot(title: str = "") -> pg.PlotWidget:
-    w = pg.PlotWidget(title=title, background="w")
+    from ...figures import label_axes
+    w = pg.PlotWidget(title=title)
     w.setObjectName("run_plot")
     w.addLegend(offset=(10, 10))
     w.showGrid(x=True, y=True, alpha=0.25)
+    label_axes(w, X_LABEL, Y_LABEL, x_units=X_UNITS, y_units=Y_UNITS)
+    style_plot(w)
     w.setMinimumHeight(300)
     # plot-wide, so every curve added later gets it too (PlotItem.addItem applies its own settings)
     w.getPlotItem().setDownsampling(auto=True, mode="peak")
@@ -49,7 +58,6 @@ class RunPanel(JobPanel):
     key = "run"
     runRequested = Signal(dict)      # {"source": "spiky"|"file", "n", "seed", "file", "params": {...}}
     cancelRequested = Signal()
-    exportPlotRequested = Signal()
     exportDataRequested = Signal()
 
     def __init__(self, number: int, parent=None):
@@ -71,6 +79,11 @@ class RunPanel(JobPanel):
         self.file.setPlaceholderText("a 1-D .npy or .csv file")
         self.browse = QPushButton("…")
         self.browse.clicked.connect(self._browse)
+        self.source.setToolTip("what the op runs on: the builtin spiky signal generated on the device, or a file")
+        self.n.setToolTip("how many samples of the spiky signal to generate")
+        self.seed.setToolTip("the spiky signal's random seed (the same seed gives the same signal)")
+        self.file.setToolTip("a 1-D .npy or .csv file with the input signal")
+        self.browse.setToolTip("choose the input file")
         for w in (self.source, self.n, self.seed, self.file, self.browse):
             src_row.addWidget(w)
         form.addRow("input", src_row)
@@ -87,14 +100,15 @@ class RunPanel(JobPanel):
         self.progress = QProgressBar()
         self.progress.setRange(0, 1)
         self.progress.setTextVisible(False)
-        self.export_plot = QPushButton("Export plot…")
+        self.progress.setToolTip("busy while the signal is made and the op runs on the device")
         self.export_data = QPushButton("Export data…")
-        self.export_plot.setEnabled(False)
         self.export_data.setEnabled(False)
+        self.export_data.setToolTip("save the output as .npy, or input and output as .csv with a header")
+        self.run_button.setToolTip("run the op on the device on this input (Ctrl+Enter in this cell)")
+        self.cancel_button.setToolTip("stop the run (its worker is restarted)")
         for w in (self.run_button, self.cancel_button):
             bar.addWidget(w)
         bar.addWidget(self.progress, 1)
-        bar.addWidget(self.export_plot)
         bar.addWidget(self.export_data)
         self.body_layout.addLayout(bar)
         self.info = QLabel("A kernel with no receipt runs on your own device from its first compile.")
@@ -102,7 +116,9 @@ class RunPanel(JobPanel):
         self.info.setMinimumHeight(self.info.fontMetrics().lineSpacing() * 2 + 4)   # no relayout when it changes
         self.body_layout.addWidget(self.info)
         self.plot = make_plot()
-        self.body_layout.addWidget(self.plot)
+        self.body_layout.addWidget(plot_with_export(self.plot, "run"))
+        self.export_plot = self.plot.export_button
+        self.export_plot.setEnabled(False)
         self.curve_in = add_curve(self.plot, "input", "#9aa5b1")
         self.curve_out = add_curve(self.plot, "output", "#d1495b", 1.5)
         self.param_spins: dict[str, QSpinBox] = {}
@@ -110,7 +126,6 @@ class RunPanel(JobPanel):
         self.source.currentIndexChanged.connect(self._source_changed)
         self.run_button.clicked.connect(lambda: self.runRequested.emit(self.request()))
         self.cancel_button.clicked.connect(self.cancelRequested.emit)
-        self.export_plot.clicked.connect(self.exportPlotRequested.emit)
         self.export_data.clicked.connect(self.exportDataRequested.emit)
         self._source_changed()
 
@@ -141,6 +156,7 @@ class RunPanel(JobPanel):
             s.setValue(value)
             s.setPrefix(f"{name} = ")
             s.setObjectName(f"run_param_{name}")
+            s.setToolTip(f"the op's parameter {name} for this run ({lo} … {hi})")
             self.params_row.addWidget(s)
             self.param_spins[name] = s
         self.params_row.addStretch(1)
@@ -177,11 +193,12 @@ class RunPanel(JobPanel):
         self.plot.enableAutoRange(axis="y")
 
         def second():
-            self.curve_out.setData(np.arange(shift, shift + y.size, dtype=np.float64), y)
+            name = label + (f" (centred, +{shift})" if shift else "")
+            self.curve_out.setData(np.arange(shift, shift + y.size, dtype=np.float64), y, name=name)
             legend = self.plot.getPlotItem().legend
             if legend is not None:
                 legend.removeItem(self.curve_out)
-                legend.addItem(self.curve_out, label + (f" (centred, +{shift})" if shift else ""))
+                legend.addItem(self.curve_out, name)
             self.stopped("done", "ok")
             self.export_plot.setEnabled(True)
             self.export_data.setEnabled(True)

@@ -1,5 +1,6 @@
 """The buffer binding descriptor (grammar: studio/resources/grammars/bindings.lark): which buffer sits at
-which @group/@binding, storage access, and the layout of uniform structs."""
+which @group/@binding, storage access, the layout of uniform structs, and the values of the
+kernel's WGSL `override` constants (specialisation: one pipeline per value)."""
 from __future__ import annotations
 
 import math
@@ -96,12 +97,31 @@ def _pack(binding: str, f: UniformField, env: dict[str, Number]) -> bytes:
 
 
 @dataclass(frozen=True)
+class OverrideConstant:
+    """``override W: u32 = w``: the kernel's WGSL ``override W: u32`` takes the value of ``w`` per
+    call, so the compiler sees a constant (loops over it unroll) and each value is its own pipeline."""
+    name: str
+    dtype: str
+    value: Expr
+    line: int
+    col: int
+
+    def __str__(self):
+        return f"override {self.name}: {self.dtype} = {self.value}"
+
+
+@dataclass(frozen=True)
 class BindingDescriptor:
     bindings: tuple[Binding, ...]
     text: str
     file: str | None = None
     line: int = 1  # where the text starts in file
     col: int = 1
+    overrides: tuple[OverrideConstant, ...] = ()
+
+    def override_values(self, env: dict[str, Number]) -> dict[str, int | float]:
+        """The override constants' values for one call, each checked against its dtype."""
+        return {o.name: _override_value(o, env) for o in self.overrides}
 
     def by_name(self, name: str) -> Binding:
         for b in self.bindings:
@@ -117,6 +137,26 @@ class BindingDescriptor:
         return len(self.bindings)
 
 
+def _override_value(o: OverrideConstant, env: dict[str, Number]) -> int | float:
+    where = f"override {o.name}"
+    try:
+        v = o.value.eval(env)
+    except StudioError as e:
+        e.field = where
+        raise
+    if o.dtype in INT_RANGE:
+        lo, hi = INT_RANGE[o.dtype]
+        v = int(v) if isinstance(v, float) and v.is_integer() else v
+        if not isinstance(v, numbers.Integral) or not lo <= v <= hi:
+            raise StudioError(f"{where} = {v} does not fit {o.dtype} (an integer in [{lo}, {hi}])", field=where,
+                              hint=f"check '{o.value}' or the override's dtype")
+        return int(v)
+    v = float(v)
+    if not math.isfinite(v) or abs(v) > 3.4028234663852886e38:
+        raise StudioError(f"{where} = {v} does not fit f32", field=where, hint=f"check '{o.value}'")
+    return v
+
+
 def parse_bindings(text: str, *, file: str | None = None, line: int = 1, col: int = 1) -> BindingDescriptor:
     """Parse a binding descriptor; text starts at (line, col) of file. Raises StudioError."""
     src = Source(text, file, line, col)
@@ -127,7 +167,17 @@ def _descriptor(tree: Tree, src: Source) -> BindingDescriptor:
     slots: dict[tuple[int, int], str] = {}
     names: set[str] = set()
     out = []
+    overrides: list[OverrideConstant] = []
     for b in filter(None, tree.children):
+        if b.data == "override":
+            name, dtype, value = b.children
+            if any(o.name == name for o in overrides):
+                raise src.error(f"override '{name}' is already set", name, "set each override once")
+            if dtype not in FIELD_PACK:
+                raise src.error(f"unknown override dtype '{dtype}'", dtype,
+                                f"the override dtypes are {', '.join(FIELD_PACK)}")
+            overrides.append(OverrideConstant(str(name), str(dtype), build(value, src), *src.pos(name)))
+            continue
         group, binding, name, kind = b.children
         at = src.at(b.meta.line, b.meta.column)
         if (int(group), int(binding)) in slots:
@@ -149,7 +199,7 @@ def _descriptor(tree: Tree, src: Source) -> BindingDescriptor:
         else:
             out.append(Binding(int(group), int(binding), str(name), "uniform", None, None, (),
                                _fields(kind.children, src), *at))
-    return BindingDescriptor(tuple(out), src.text, src.file, src.line, src.col)
+    return BindingDescriptor(tuple(out), src.text, src.file, src.line, src.col, tuple(overrides))
 
 
 def _fields(trees: list[Tree], src: Source) -> tuple[UniformField, ...]:
@@ -197,4 +247,10 @@ def check_against_signature(desc: BindingDescriptor, sig: Signature) -> list[Stu
                     errors.append(StudioError(f"'{s.name}' is not a symbol of the signature", file=desc.file,
                                               line=s.at[0], col=s.at[1], field=b.name,
                                               hint=f"use {', '.join(sorted(sig.symbols)) or 'constants'}"))
+    for o in desc.overrides:
+        for s in o.value.nodes():
+            if isinstance(s, Sym) and s.name not in sig.symbols:
+                errors.append(StudioError(f"'{s.name}' is not a symbol of the signature", file=desc.file,
+                                          line=s.at[0], col=s.at[1], field=f"override {o.name}",
+                                          hint=f"use {', '.join(sorted(sig.symbols)) or 'constants'}"))
     return errors

@@ -10,6 +10,7 @@ from .backward import Backward, Composition, parse_backward
 from .bindings import BindingDescriptor, parse_bindings
 from .expr import Expr
 from .manifest import Manifest
+from .sharding import Sharding, read_sharding
 from .signature import Signature, parse_signature
 from .tolerance import Tolerance, parse_tolerance
 
@@ -84,6 +85,7 @@ class Contract:
     gradient_tolerance: float | None = None        # [backward] gradient_tolerance (docs/gradients.md)
     backward_kernel: BackwardKernelSpec | None = None
     composite: Composition | None = None           # the steps after `composite` in [backward] text
+    sharding: Sharding | None = None               # [sharding]: per_example or batch_contracting
 
 
 def _embedded(m: Manifest, dotted: str, parse):
@@ -116,7 +118,7 @@ def build_contract(m: Manifest) -> Contract:
     _no_composite_section(m)
     backward = _embedded(m, "backward.text", parse_backward)
     composite = backward.composition
-    return Contract(
+    contract = Contract(
         id=op_id,
         summary=m.get("summary", str, max_len=400),
         license=license_,
@@ -142,6 +144,8 @@ def build_contract(m: Manifest) -> Contract:
         backward_kernel=_backward_kernel(m, backward),
         composite=composite,
     )
+    contract.sharding = read_sharding(m, contract.signature)     # [sharding] (docs/bf16.md)
+    return contract
 
 
 def _gradient_tolerance(m: Manifest) -> float | None:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..bfloat16 import UNIT as U_BF16
 from ..errors import StudioError
 
 # Categories that do no arithmetic on values: each output is bit for bit one of the
@@ -117,9 +118,14 @@ class Mismatch:
 
 def compare(tol: Tolerance, expected: np.ndarray, got: np.ndarray, *, magnitude: np.ndarray | None = None,
             terms: int = 1) -> Mismatch | None:
-    """First element where ``got`` breaks the tolerance against ``expected`` (both f32/i32/u32)."""
+    """First element where ``got`` breaks the tolerance against ``expected`` (both f32/i32/u32,
+    or both bf16: judged as their exact f32 values, with bf16's unit roundoff for the output's
+    rounding and distances counted on the bf16 line; docs/bf16.md)."""
     expected = np.ascontiguousarray(expected).reshape(-1)
     got = np.ascontiguousarray(got).reshape(-1)
+    bf16 = expected.dtype.name == "bfloat16"
+    if bf16:                                          # every bf16 is exactly an f32
+        expected, got = expected.astype(np.float32), got.astype(np.float32)
     if expected.dtype != np.float32:
         bad = np.flatnonzero(expected != got)
         if bad.size == 0:
@@ -134,7 +140,7 @@ def compare(tol: Tolerance, expected: np.ndarray, got: np.ndarray, *, magnitude:
         allowed = "bitwise equal (any NaN matches any NaN; -0 != +0)"
     elif tol.kind == "ulp":
         with np.errstate(invalid="ignore"):
-            dist = np.abs(_ordered(eb) - _ordered(gb))
+            dist = np.abs(_ordered(eb) - _ordered(gb)) >> (16 if bf16 else 0)
         inf_ok = ~np.isinf(expected) | (eb == gb)
         # WGSL lets a device flush subnormal results to zero: a ±0 where a subnormal is expected is allowed
         ftz = (np.abs(expected) < np.float32(2.0 ** -126)) & (got == 0)
@@ -146,10 +152,14 @@ def compare(tol: Tolerance, expected: np.ndarray, got: np.ndarray, *, magnitude:
         gamma = k * U32 / (1 - k * U32)
         # + k smallest subnormals: partial sums that underflow lose at most that much each
         limit = tol.factor * gamma * mag + U32 * np.abs(expected.astype(np.float64)) + k * 2.0 ** -149
+        if bf16:   # f32 accumulation, then bf16's rounding of the kernel's sum and of the exact one
+            limit = (tol.factor * gamma * mag * (1 + U_BF16) + 2 * U_BF16 / (1 - U_BF16) * np.abs(expected.astype(np.float64))
+                     + k * 2.0 ** -149 + 2.0 ** -133)
         with np.errstate(invalid="ignore", over="ignore"):
             diff = np.abs(expected.astype(np.float64) - got.astype(np.float64))
             ok = (diff <= limit) | (enan & gnan) | ((eb == gb) & ~enan)
-        allowed = f"|diff| <= {tol.factor:g} * gamma_{k} * sum|terms| + u*|y|"
+        allowed = (f"|diff| <= {tol.factor:g} * gamma_{k} * sum|terms| * (1 + u_bf16) + 2 u_bf16 |y| (bf16 output)"
+                   if bf16 else f"|diff| <= {tol.factor:g} * gamma_{k} * sum|terms| + u*|y|")
     bad = np.flatnonzero(~ok)
     if bad.size == 0:
         return None

@@ -1,5 +1,6 @@
 """The device layer: one wgpu adapter and device, its GPU profile, compiling WGSL with
-errors mapped onto the author's own lines, a pipeline cache keyed by kernel hash, and the
+errors mapped onto the author's own lines, a pipeline cache keyed by kernel hash and override
+values, and the
 isolation of one package's kernels from the next one's (workgroup memory, ``Device.isolate``)."""
 from __future__ import annotations
 
@@ -232,19 +233,35 @@ class Device:
         return layouts
 
     def pipeline(self, source: str, entry: str, groups: dict[int, list[dict]], *, file: str,
-                 user_lines: int | None = None):
+                 user_lines: int | None = None, constants: dict[str, int | float] | None = None):
         """A compute pipeline with the layout built from the descriptor; cached by kernel hash,
-        entry point and layout. Layout/shader disagreements raise wgpu's own validation error."""
+        entry point, layout and the values of its WGSL ``override`` constants (one pipeline per
+        specialisation). Layout/shader disagreements raise wgpu's own validation error; a
+        constant wgpu refuses (unknown name, a value that does not fit) raises a StudioError."""
+        constants = dict(constants or {})
         key = (hashlib.sha256(source.encode()).hexdigest(), entry,
-               json.dumps({str(k): v for k, v in sorted(groups.items())}, sort_keys=True))
+               json.dumps({str(k): v for k, v in sorted(groups.items())}, sort_keys=True),
+               json.dumps(constants, sort_keys=True))
         hit = self._pipelines.get(key)
         if hit is not None:
             return hit
         module = self.compile(source, file=file, user_lines=user_lines)
         layouts = self.bind_group_layouts(groups)
-        pipe = self.device.create_compute_pipeline(
-            layout=self.device.create_pipeline_layout(bind_group_layouts=layouts),
-            compute={"module": module, "entry_point": entry})
+        stage = {"module": module, "entry_point": entry}
+        if constants:
+            stage["constants"] = constants
+        try:
+            pipe = self.device.create_compute_pipeline(
+                layout=self.device.create_pipeline_layout(bind_group_layouts=layouts), compute=stage)
+        except Exception as e:
+            if not constants or "constant" not in str(e).lower():
+                raise
+            why = [ln.strip() for ln in str(e).splitlines() if ln.strip()][-1]
+            raise StudioError(f"the kernel does not compile with its overrides "
+                              f"{', '.join(f'{k} = {v}' for k, v in sorted(constants.items()))}: {why}",
+                              file=file, field="overrides",
+                              hint="declare each override in the kernel (`override W: u32;`) with the "
+                                   "descriptor's type") from None
         hit = self._pipelines[key] = (pipe, layouts)
         return hit
 

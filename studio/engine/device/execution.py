@@ -15,8 +15,11 @@ from ..precision import (
     DTYPES,
     POISON_WORD,
     WORD_BYTES,
+    from_device,
     numpy_dtype,
     poison,
+    to_device,
+    words_of,
 )
 from .device import Device
 from .layout import layout_groups
@@ -72,7 +75,7 @@ class Result:
         hits = self.canary_hits.get(name, np.array([], int))
         unwritten = self.unwritten.get(name, np.array([], int))
         if unwritten.size:
-            wb = np.ascontiguousarray(expected).reshape(-1).view(np.uint32)
+            wb = words_of(expected)
             unwritten = unwritten[wb[unwritten] != POISON_WORD]
         return hits, unwritten
 
@@ -82,12 +85,10 @@ def _as_dtype(arr, dtype: str, name: str) -> np.ndarray:
     if not DTYPES[dtype].device:
         raise StudioError(f"input '{name}': {dtype} tensors are not supported by the device layer", field=name)
     want = numpy_dtype(dtype)
-    if a.dtype != want:
-        if a.dtype.kind == "f" and want.kind in "iu":
-            raise StudioError(f"input '{name}' is {a.dtype}, the signature says {dtype}", field=name,
-                              hint=f"convert the data to {dtype}")
-        a = a.astype(want)
-    return np.ascontiguousarray(a)
+    if a.dtype != want and a.dtype.kind == "f" and want.kind in "iu":
+        raise StudioError(f"input '{name}' is {a.dtype}, the signature says {dtype}", field=name,
+                          hint=f"convert the data to {dtype}")
+    return to_device(a, dtype)          # bf16: rounded once, in the high half of a word
 
 
 def prepare(pkg: OpPackage, case: Case, *, budget_bytes: int | None = None, device: Device | None = None) -> tuple[dict, dict]:
@@ -136,13 +137,21 @@ def dispatch(program: KernelProgram, prepared: list[tuple[dict, dict, dict]], *,
     wgpu, dev = device.wgpu, device.device
     desc = program.bindings
     user_lines = program.source.count("\n") + 1
-    pipe, layouts = device.pipeline(program.source, program.entry, layout_groups(desc),
-                                    file=program.path, user_lines=user_lines)
+    groups_layout = layout_groups(desc)
+
+    def pipeline_for(env: dict):
+        # one pipeline per value of the WGSL overrides (cached by the device)
+        return device.pipeline(program.source, program.entry, groups_layout, file=program.path,
+                               user_lines=user_lines, constants=desc.override_values(env))
+    pipes = [pipeline_for(env) for env, _, _ in prepared] if desc.overrides else []
+    pipe, layouts = pipes[0] if pipes else pipeline_for({})
     device.isolate(program.owner or program.op)
     max_groups = device.profile.limits.get("max-compute-workgroups-per-dimension", 65535)
     enc = dev.create_command_encoder()
     pending = []
-    for env, shapes, inputs in prepared:
+    for at, (env, shapes, inputs) in enumerate(prepared):
+        if pipes:
+            pipe, layouts = pipes[at]
         entries: dict[int, list] = {}
         reads = []
         for b in desc.bindings:
@@ -152,20 +161,22 @@ def dispatch(program: KernelProgram, prepared: list[tuple[dict, dict, dict]], *,
                 buf = dev.create_buffer_with_data(data=data, usage=wgpu.BufferUsage.UNIFORM)
                 size = len(data)
             elif b.name in inputs:
-                arr = inputs[b.name]
-                raw = arr.tobytes() or b"\0" * 4
+                arr = inputs[b.name]          # contiguous (_as_dtype): uploaded from its own memory, no copy
+                raw = arr.reshape(-1).view(np.uint8) if arr.nbytes else b"\0" * 4
                 buf = dev.create_buffer_with_data(data=raw, usage=wgpu.BufferUsage.STORAGE)
                 size = len(raw)
             else:
                 count = b.element_count(env)
-                extra = CANARY_WORDS if guard else 0
-                words = np.full(max(count, 1) + extra, poison(b.dtype) if guard else 0, dtype=np.uint32)
+                usage = wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC
                 if guard:
+                    words = np.full(max(count, 1) + CANARY_WORDS, poison(b.dtype), dtype=np.uint32)
                     words[count:] = CANARY_WORD
-                buf = dev.create_buffer_with_data(data=words.tobytes(),
-                                                  usage=wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC)
-                size = words.nbytes if guard else max(count, 1) * 4
-                staging = dev.create_buffer(size=words.nbytes, usage=wgpu.BufferUsage.MAP_READ | wgpu.BufferUsage.COPY_DST)
+                    buf = dev.create_buffer_with_data(data=words, usage=usage)
+                    size = nbytes = words.nbytes
+                else:                         # WebGPU zero-fills a new buffer: nothing to upload
+                    size = nbytes = max(count, 1) * 4
+                    buf = dev.create_buffer(size=nbytes, usage=usage)
+                staging = dev.create_buffer(size=nbytes, usage=wgpu.BufferUsage.MAP_READ | wgpu.BufferUsage.COPY_DST)
                 reads.append((b, count, buf, staging))
             entries.setdefault(b.group, []).append({"binding": b.binding, "resource": {"buffer": buf, "offset": 0, "size": size}})
         invocations = int(program.invocations.eval(env))
@@ -199,6 +210,14 @@ def dispatch(program: KernelProgram, prepared: list[tuple[dict, dict, dict]], *,
                 res.unwritten[b.name] = np.flatnonzero(body == poison(b.dtype))
                 res.canary_hits[b.name] = np.flatnonzero(words[count:count + CANARY_WORDS] != CANARY_WORD)
             if b.name in shapes:
-                res.outputs[b.name] = body.view(numpy_dtype(b.dtype)).reshape(shapes[b.name])
+                values, malformed = from_device(body, b.dtype)
+                if malformed.size:
+                    i = int(malformed[0])
+                    raise StudioError(f"{program.op}: output '{b.name}'[{i}] was written as the word 0x{int(body[i]):08x}, "
+                                      f"which is no {b.dtype} (its low half is not zero; {malformed.size} such "
+                                      "element(s))", file=program.path,
+                                      hint="round every bf16 result with bf16_round() before storing it "
+                                           "(studio/resources/shaders/bf16.wgsl; docs/bf16.md)")
+                res.outputs[b.name] = values.reshape(shapes[b.name])
         results.append(res)
     return results

@@ -17,7 +17,7 @@ import numpy as np
 from ..contract.bindings import Binding, BindingDescriptor
 from ..errors import StudioError
 
-WGSL_SCALAR = {"f32": "f32", "i32": "i32", "u32": "u32"}
+WGSL_SCALAR = {"f32": "f32", "i32": "i32", "u32": "u32", "bf16": "f32"}   # bf16: the high half of an f32 word
 _GOT = re.compile(r"expected to be `[^`]+`, but got `([^`]+)`")
 _SPACES = [(re.compile(r"Storage \{ access: StorageAccess\(LOAD \| STORE\) \}"), "storage read_write"),
            (re.compile(r"Storage \{ access: StorageAccess\(LOAD\) \}"), "storage read"),
@@ -97,8 +97,9 @@ def _probe_source(kernel: str, desc: BindingDescriptor, out_group: int) -> tuple
 
 
 def check_layout(device, kernel: str, desc: BindingDescriptor, *, entry: str, kernel_file: str,
-                 descriptor_file: str) -> list[StudioError]:
-    """Every disagreement between the descriptor and the WGSL, each naming both places."""
+                 descriptor_file: str, constants: dict | None = None) -> list[StudioError]:
+    """Every disagreement between the descriptor and the WGSL, each naming both places.
+    ``constants``: values for the kernel's WGSL overrides that have no default (overrides.py)."""
     user_lines = kernel.count("\n") + 1
     device.compile(kernel, file=kernel_file, user_lines=user_lines)   # the author's own errors first
     decls = wgsl_declarations(kernel)
@@ -141,7 +142,7 @@ def check_layout(device, kernel: str, desc: BindingDescriptor, *, entry: str, ke
                       _probe_source(kernel, BindingDescriptor((b,), desc.text), out_group)[0])
         try:
             pipe, layouts = device.pipeline(probe_only, f"_scellis_probe_{k if probes_compile else 0}", single,
-                                            file=kernel_file, user_lines=user_lines)
+                                            file=kernel_file, user_lines=user_lines, constants=constants)
         except StudioError as e:
             want = (f"{b.dtype} elements" if b.kind == "storage"
                     else "fields " + ", ".join(f"{f.name}: {f.dtype}" for f in b.fields))
@@ -164,7 +165,8 @@ def check_layout(device, kernel: str, desc: BindingDescriptor, *, entry: str, ke
                                           "list the struct fields in the same order in both"))
     # the real entry point with the whole layout: globals the descriptor does not declare
     try:
-        device.pipeline(kernel, entry, layout_groups(desc), file=kernel_file, user_lines=user_lines)
+        device.pipeline(kernel, entry, layout_groups(desc), file=kernel_file, user_lines=user_lines,
+                        constants=constants)
     except StudioError as e:
         errors.append(e)
     except Exception as e:

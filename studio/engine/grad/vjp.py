@@ -16,6 +16,7 @@ from ..contract.expr import unknown_symbols
 from ..contract.package import OpPackage
 from ..device.execution import KernelProgram, Result, dispatch, package_owner
 from ..device.layout import check_layout
+from ..device.overrides import check_constants, check_overrides
 from ..errors import StudioError
 from ..precision import is_float, numpy_dtype, to_f64
 from .composite import bind, evaluate, step_error
@@ -271,10 +272,13 @@ def check_backward_kernel(pkg, *, device=None) -> list[StudioError]:
                                       hint=f"write: {b.name} : {want}"))
     errors += unknown_symbols(bk.invocations, set(c.signature.symbols), "[backward] invocations", mf,
                               "backward.invocations")
+    if desc.overrides or "override" in (pkg.backward_source or ""):
+        errors += check_overrides(pkg.backward_source, desc, kernel_file=pkg.backward_path, descriptor_file=mf)
     if device is not None and not errors:
         try:
             errors += check_layout(device, pkg.backward_source, desc, entry=bk.entry,
-                                   kernel_file=pkg.backward_path, descriptor_file=mf)
+                                   kernel_file=pkg.backward_path, descriptor_file=mf,
+                                   constants=check_constants(pkg.backward_source, desc))
         except StudioError as e:
             errors.append(e)
     return errors

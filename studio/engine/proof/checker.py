@@ -10,6 +10,7 @@ from ..contract.expr import unknown_symbols
 from ..contract.package import OpPackage
 from ..contract.tolerance import check_class_fits_category
 from ..device.layout import check_layout
+from ..device.overrides import check_constants, check_overrides
 from ..errors import StudioError
 from ..grad.composite import check_composition
 from ..grad.vjp import check_backward_kernel
@@ -91,11 +92,15 @@ def check_package(ctx: Context, pkg: OpPackage, *, compile_kernel: bool = True) 
                                       hint='add license = "Apache-2.0" (or another SPDX expression)'))
     if c.backward_kernel is not None:
         step("backward kernel bindings carry the VJP's tensors", check_backward_kernel(pkg))
+    if c.kernel is not None and pkg.kernel_source and (c.bindings.overrides or "override" in pkg.kernel_source):
+        step("overrides name the kernel's WGSL overrides with their types",
+             check_overrides(pkg.kernel_source, c.bindings, kernel_file=pkg.kernel_path, descriptor_file=mf))
     if compile_kernel and not rep.errors and c.kernel is not None:
         dev = ctx.device
         try:
             errs = check_layout(dev, pkg.kernel_source, c.bindings, entry=c.kernel.entry,
-                                kernel_file=pkg.kernel_path, descriptor_file=mf)
+                                kernel_file=pkg.kernel_path, descriptor_file=mf,
+                                constants=check_constants(pkg.kernel_source, c.bindings))
         except StudioError as e:          # the kernel itself does not compile
             errs = [e]
         step("kernel compiles and its bindings agree with the descriptor (judged by wgpu's validator)", errs)

@@ -51,6 +51,7 @@ class ConformanceReport:
     repro: str = ""
     backward: BackwardReport | None = None
     fold: dict | None = None         # the 2-D launch fold case: its size, invocations and workgroups
+    overrides: dict[str, list] = field(default_factory=dict)   # WGSL override -> every value compiled and run
 
     @property
     def ok(self) -> bool:
@@ -90,7 +91,8 @@ class ConformanceReport:
                 "failing_classes": self.failing_classes(), "failures": [fail(f) for f in self.failures[:50]],
                 "category_errors": [e.format() for e in self.category_errors], "seconds": round(self.seconds, 3),
                 "verdict": "pass" if self.ok else "fail", "reproduce": self.repro,
-                "backward": self.backward.to_json() if self.backward is not None else None, "fold": self.fold}
+                "backward": self.backward.to_json() if self.backward is not None else None, "fold": self.fold,
+                **({"overrides": {k: sorted(v) for k, v in self.overrides.items()}} if self.overrides else {})}
 
 
 def _magnitude(refs: References, pkg: OpPackage, case: CorpusCase) -> dict[str, np.ndarray]:
@@ -188,6 +190,9 @@ def conform(ctx: Context, pkg: OpPackage, *, seed: int = 0, large: bool = False,
         batch = cases[start:start + BATCH]
         results = run_cases(pkg, [Case(c.inputs, c.params) for c in batch], device=device, guard=True)
         for case, res in zip(batch, results):
+            for name, v in pkg.contract.bindings.override_values(res.env).items():
+                if v not in rep.overrides.setdefault(name, []):
+                    rep.overrides[name].append(v)
             f = judge(refs, pkg, case, res)
             rep.failures.extend(f)
             rep.passed += not f
@@ -245,6 +250,9 @@ def report_lines(rep: ConformanceReport) -> list[str]:
         f = rep.fold
         lines.append(f"  geometry  : case {f['case']}: {f['invocations']} invocations in {f['workgroups']} workgroups"
                      + (" (the launch folds into 2-D)" if f["folded"] else " (no fold: the 2-D launch went untested)"))
+    for name, vals in rep.overrides.items():
+        vals = sorted(vals)
+        lines.append(f"  overrides : {name}: {len(vals)} value(s) compiled and run: {', '.join(map(str, vals))}")
     if rep.backward is not None:
         lines += rep.backward.lines(rep.repro)
     lines.append("  verdict   : " + ("PASS" if rep.ok else "FAIL"))

@@ -311,6 +311,8 @@ def _minimum(sig, primary, size_param, dims, params) -> int | None:
     """The smallest size of the swept dimension that the signature admits."""
     if primary is None:
         return 1
+    if _fails_without_size(sig, params, size_param):
+        return None          # what the scan below finds, without its 4,097 failing tries
     for v in range(0, 4097):
         env = {**dims, primary: v}
         p = {**params, size_param: v} if size_param else params
@@ -325,3 +327,20 @@ def _minimum(sig, primary, size_param, dims, params) -> int | None:
         except StudioError:
             continue
     return None
+
+
+def _fails_without_size(sig, params, size_param) -> bool:
+    """A relation over the parameters alone (not the swept size, no dim) that fails: no size can
+    make it hold, so every size the scan of _minimum tries would fail."""
+    from ..contract.signature import COMPARE
+    fixed = set(params) - {size_param}
+    for r in sig.relations:
+        syms = r.left.symbols() | r.right.symbols()
+        if not syms or not syms <= fixed:
+            continue
+        try:
+            if not COMPARE[r.op](r.left.eval(params), r.right.eval(params)):
+                return True
+        except StudioError:
+            continue
+    return False

@@ -252,7 +252,8 @@ class Verification:
     receipt: dict | None
 
 
-def verify_receipt(pkg: OpPackage, receipt: dict, profile_id: str, seal: ReceiptSeal | None = None) -> Verification:
+def verify_receipt(pkg: OpPackage, receipt: dict, profile_id: str, seal: ReceiptSeal | None = None, *,
+                   corpora: dict | None = None) -> Verification:
     """The seal first (only this machine's receipts count), then every field and every hash. A
     receipt from another GPU profile never counts as local conformance. Never raises: whatever
     ``receipt`` holds, the answer is a status and the reasons."""
@@ -266,7 +267,7 @@ def verify_receipt(pkg: OpPackage, receipt: dict, profile_id: str, seal: Receipt
         now_pkg = load_package(pkg.root)
     except StudioError as e:
         return Verification("stale", [f"the package changed and no longer loads: {e.format()}"], receipt)
-    problems = _stale(now_pkg, receipt)
+    problems = _stale(now_pkg, receipt, corpora)
     if problems:
         return Verification("stale", problems, receipt)
     prof = receipt["gpu_profile"]["id"]
@@ -278,8 +279,10 @@ def verify_receipt(pkg: OpPackage, receipt: dict, profile_id: str, seal: Receipt
     return Verification("valid", [], receipt)
 
 
-def _stale(pkg: OpPackage, receipt: dict) -> list[str]:
-    """What differs between a well-formed receipt and the package as it is now."""
+def _stale(pkg: OpPackage, receipt: dict, corpora: dict | None = None) -> list[str]:
+    """What differs between a well-formed receipt and the package as it is now. ``corpora``: the
+    caller's memo of regenerated corpora ((identity, hash) by signature, seed, large, fold size;
+    Context.corpora): the generator is deterministic, so one process regenerates each corpus once."""
     problems = []
     if receipt["op"] != pkg.id:
         problems.append(f"made for op {_show(receipt['op'])}, this package is {pkg.id}")
@@ -306,24 +309,31 @@ def _stale(pkg: OpPackage, receipt: dict) -> list[str]:
         return problems + ["the corpus was generated from another signature"]
     if fold is not None and (c.kernel is None or fold > 65535 * c.kernel.workgroup_size + 257):   # corpus.fold_case_size
         return problems + [f"corpus.fold_size {fold} is past any launch fold of this kernel"]
-    try:
-        corpus = generate(c.signature, seed=ident["seed"], large=ident["large"],
-                          **({"fold_size": fold} if fold is not None else {}))
-    except StudioError as e:
-        return problems + [f"the corpus cannot be regenerated: {e.message}"]
-    if {**corpus.identity, "cases": len(corpus.cases)} != ident:
+    key = (c.signature.text, ident["seed"], ident["large"], fold)
+    made = corpora.get(key) if corpora is not None else None
+    if made is None:
+        try:
+            corpus = generate(c.signature, seed=ident["seed"], large=ident["large"],
+                              **({"fold_size": fold} if fold is not None else {}))
+        except StudioError as e:
+            return problems + [f"the corpus cannot be regenerated: {e.message}"]
+        made = ({**corpus.identity, "cases": len(corpus.cases)}, corpus.hash)
+        if corpora is not None:
+            corpora[key] = made
+    if made[0] != ident:
         problems.append("corpus identity differs: this engine's generator makes another corpus from it")
-    elif corpus.hash != hashes["corpus"]:
+    elif made[1] != hashes["corpus"]:
         problems.append("corpus hash differs: regenerating the corpus gives other cases")
     return problems
 
 
-def judge_receipts(pkg: OpPackage, profile_id: str, seal: ReceiptSeal | None = None) -> list[tuple[Path, Verification]]:
+def judge_receipts(pkg: OpPackage, profile_id: str, seal: ReceiptSeal | None = None, *,
+                   corpora: dict | None = None) -> list[tuple[Path, Verification]]:
     """Every receipt file of the package, read and judged for ``profile_id``; one that cannot be
     read (a FIFO, a device, a huge file, not JSON) or is not a receipt is ``malformed`` with the
     reasons. Never raises, never blocks."""
     seal = _seal(seal)
-    return [(path, verify_receipt(pkg, data, profile_id, seal) if data is not None
+    return [(path, verify_receipt(pkg, data, profile_id, seal, corpora=corpora) if data is not None
              else Verification("malformed", [why], None)) for path, data, why in _read_all(pkg)]
 
 

@@ -8,7 +8,7 @@ import numpy as np
 
 from ..contract.package import OpPackage
 from ..errors import StudioError
-from ..precision import numpy_dtype, to_reference
+from ..precision import round_to, to_reference
 from .pool import DEFAULT_LIMITS, MIN_REPLY_BYTES, REPLY_FACTOR, HostPool, RemoteError
 from .store import TrustStore
 
@@ -200,8 +200,7 @@ def outputs_dict(pkg: OpPackage, out, shapes: dict | None = None) -> dict[str, n
                                   hint=f"make {fn}() return an array of shape {tuple(shapes[o.name])} for "
                                        f"'{o.name}' (the signature: {pkg.contract.signature.text})")
             a = a.reshape(shapes[o.name])
-        with np.errstate(over="ignore", invalid="ignore"):
-            result[o.name] = a.astype(numpy_dtype(o.dtype))
+        result[o.name] = round_to(a, o.dtype)        # once, from the reference's own precision
     return result
 
 

@@ -54,7 +54,7 @@ def verify_op(ctx: Context, pkg: OpPackage) -> Verification:
             parts.append({"op": bs.pkg.id, "package_hash": bs.pkg.hash, **v.to_json()})
         worst = next((p["status"] for p in parts if p["status"] != "valid"), "valid")
         return Verification(worst, None, None, parts)
-    for path, v in judge_receipts(pkg, profile, ctx.seal):        # the valid one, named by file and hash
+    for path, v in judge_receipts(pkg, profile, ctx.seal, corpora=ctx.corpora):   # the valid one, by file and hash
         if v.status == "valid":
             raw = read_regular(path, MAX_RECEIPT_BYTES, what="receipt", file=str(path))
             return Verification("valid", path.name, hashlib.sha256(raw).hexdigest())

@@ -26,7 +26,7 @@ from ..device.execution import KernelProgram, forward_program
 from ..device.layout import layout_groups
 from ..errors import StudioError
 from ..grad.composite import evaluate
-from ..precision import DTYPES, numpy_dtype
+from ..precision import DTYPES, WORD_BYTES, from_device, numpy_dtype, to_device
 
 
 @dataclass(eq=False)
@@ -43,7 +43,7 @@ class DeviceTensor:
 
     @property
     def nbytes(self) -> int:
-        return self.size * DTYPES[self.dtype].bytes
+        return self.size * WORD_BYTES                # one 32-bit word per element (bf16 too: docs/bf16.md)
 
 
 @dataclass
@@ -71,12 +71,10 @@ class Resident:
             raise StudioError(f"'{label}': {dtype} tensors are not supported by the device layer", field=label)
         a = np.asarray(array)
         want = numpy_dtype(dtype)
-        if a.dtype != want:
-            if a.dtype.kind == "f" and want.kind in "iu":
-                raise StudioError(f"'{label}' holds {a.dtype} values, the op takes {dtype}", field=label,
-                                  hint=f"convert the data to {dtype}")
-            a = a.astype(want)
-        a = np.ascontiguousarray(a)
+        if a.dtype != want and a.dtype.kind == "f" and want.kind in "iu":
+            raise StudioError(f"'{label}' holds {a.dtype} values, the op takes {dtype}", field=label,
+                              hint=f"convert the data to {dtype}")
+        a = to_device(a, dtype)                       # bf16: rounded once, in the high half of a word
         wgpu = self.device.wgpu
         buf = self.device.device.create_buffer_with_data(data=a.tobytes() or b"\0" * 4, usage=_usage(wgpu))
         self.uploads += 1
@@ -103,7 +101,11 @@ class Resident:
             raw = np.frombuffer(staging.read_mapped(), dtype=np.uint8).copy()
             staging.unmap()
             staging.destroy()
-            a = raw[:t.nbytes].view(numpy_dtype(t.dtype)).reshape(t.shape)
+            a, malformed = from_device(raw[:t.nbytes].view(np.uint32), t.dtype)
+            if malformed.size:
+                raise StudioError(f"'{t.label}': element {int(malformed[0])} is no {t.dtype} (a word with a non-zero "
+                                  "low half)", hint="round every bf16 result with bf16_round() (docs/bf16.md)")
+            a = a.reshape(t.shape)
             self.readbacks += 1
             self.readback_bytes += t.nbytes
             self.log.append(("readback", t.label))
@@ -146,7 +148,8 @@ class Resident:
         desc = program.bindings
         t0 = time.perf_counter()
         pipe, layouts = self.device.pipeline(program.source, program.entry, layout_groups(desc), file=program.path,
-                                             user_lines=program.source.count("\n") + 1)
+                                             user_lines=program.source.count("\n") + 1,
+                                             constants=desc.override_values(env))
         t1 = time.perf_counter()
         self.device.isolate(program.owner or program.op)
         entries: dict[int, list] = {}

@@ -33,7 +33,8 @@ def array_digest(a: np.ndarray) -> dict:
     a = np.ascontiguousarray(a)
     h = hashlib.sha256(b"scellis-array/1\0")
     h.update(a.dtype.str.encode() + b"\0" + json.dumps(list(a.shape)).encode() + b"\0")
-    h.update(memoryview(a).cast("B") if a.size else b"")
+    bits = a.view(np.uint16) if a.dtype.name == "bfloat16" else a     # bf16: its 16 bits (no buffer protocol)
+    h.update(memoryview(bits).cast("B") if a.size else b"")
     return {"sha256": h.hexdigest(), "dtype": a.dtype.name, "shape": list(a.shape)}
 
 

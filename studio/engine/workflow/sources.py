@@ -12,7 +12,7 @@ import numpy as np
 from ..arrays import MAX_ARRAY_BYTES, load_array
 from ..contract.package import read_regular
 from ..errors import StudioError
-from ..precision import numpy_dtype
+from ..precision import numpy_dtype, round_to
 from .spec import Source, Workflow
 from .wavio import read_wav
 
@@ -100,7 +100,7 @@ def _typed(wf: Workflow, src: Source, a: np.ndarray, key: str) -> np.ndarray:
                            f"source '{src.name}' holds non-integer values, but its dtype is {src.dtype}")
     if a.dtype.kind not in "fiu":
         raise wf.error(("sources", src.name, key), f"source '{src.name}' holds {a.dtype} values, not numbers")
-    return np.ascontiguousarray(a.astype(want))
+    return np.ascontiguousarray(round_to(a, src.dtype))      # bf16: rounded from f64 directly (docs/bf16.md)
 
 
 def fill_like(src: Source, shape: tuple[int, ...]) -> tuple[np.ndarray, dict]:

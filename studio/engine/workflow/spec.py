@@ -192,8 +192,8 @@ def _source(f: Fields, n: str, base: Path) -> Source:
     kind = kinds[0]
     s = Source(n, kind, trainable=f.get((*at, "trainable"), bool, default=False))
     s.dtype = f.get((*at, "dtype"), str, default="f32")
-    if s.dtype not in ("f32", "i32", "u32"):
-        raise f.error((*at, "dtype"), f"dtype '{s.dtype}' is not one the device stores", hint="f32, i32 or u32")
+    if s.dtype not in ("f32", "i32", "u32", "bf16"):     # bf16: docs/bf16.md
+        raise f.error((*at, "dtype"), f"dtype '{s.dtype}' is not one the device stores", hint="f32, i32, u32 or bf16")
     if kind == "file":
         rel = f.get((*at, "file"), str)
         p = Path(rel).expanduser()

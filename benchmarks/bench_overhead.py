@@ -1,0 +1,28 @@
+"""Engine overhead against plain numpy doing the same work: the per-call overhead (core/signal/
+clip@1 on 10^3 elements: the work is nothing, the call is everything: shapes, buffers, bind
+groups, submit, readback) and the transfer cost (the same op on 10^6 elements: 4 MB up, 4 MB
+down). The outputs are asserted equal to numpy's before timing."""
+from __future__ import annotations
+
+import numpy as np
+
+from .timing import best, row
+
+CLIP = "core/signal/clip@1"
+BASELINE = {1_000: 250.0, 1_000_000: 200.0}      # measured ratios on lavapipe (docs/performance.md)
+
+
+def rows(engine, quick: bool, margin: float) -> list[dict]:
+    pkg = engine.op(CLIP)
+    out = []
+    for n, figure in ((1_000, "engine per-call overhead: clip n=1e3"),
+                      (1_000_000, "engine transfer cost: clip n=1e6")):
+        x = np.random.default_rng(1).normal(size=n).astype(np.float32) * 4
+        params = {"lo": -1.0, "hi": 1.0}
+        ours = lambda: engine.run(pkg, {"x": x}, params)["y"]
+        peer = lambda: np.clip(x, np.float32(-1.0), np.float32(1.0))
+        assert np.array_equal(ours(), peer()), figure
+        reps = 20 if n == 1_000 else (5 if quick else 10)
+        t, tp = best(ours, reps), best(peer, reps * 5)
+        out.append(row(figure, "numpy.clip", t, tp, engine.adapter, limit=round(BASELINE[n] * margin, 3)))
+    return out

@@ -1,0 +1,236 @@
+"""The Publish dialog, the card view, Fork, and the Publish menu (studio/app/publish/__init__.py)."""
+from __future__ import annotations
+
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QAction
+from PySide6.QtWidgets import (
+    QApplication,
+    QComboBox,
+    QDialog,
+    QDialogButtonBox,
+    QDockWidget,
+    QFormLayout,
+    QInputDialog,
+    QLabel,
+    QLineEdit,
+    QListWidget,
+    QMessageBox,
+    QTextBrowser,
+    QVBoxLayout,
+)
+
+from ...engine.contract.package import MANIFEST, OpPackage, load_package
+from ...engine.errors import StudioError
+from ...engine.publish import bar
+from ...engine.publish.card import card_html, make_card
+from ...engine.publish.license import Licenses
+from ...engine.publish.visibility import set_top_level
+from ...engine.services import publishing
+
+
+def publishing_workers(parent):
+    """Device workers whose clients also know the publishing requests (publish, card, verify_here)."""
+    from ..worker_bridge import DeviceWorkers
+
+    def factory(*, budget_s: float):
+        from ...engine.worker.client import WorkerClient
+        return WorkerClient(budget_s=budget_s, handlers=publishing.HANDLERS, budgets=publishing.BUDGETS)
+    return DeviceWorkers(client_factory=factory, parent=parent)
+
+
+def profile_id(window) -> str:
+    prof = getattr(window, "profile", None)
+    return str(prof.get("id")) if isinstance(prof, dict) and prof.get("id") else "unknown"
+
+
+class PublishDialog(QDialog):
+    """Visibility, license (validated as you type) and, for ``public``, every missing field of the bar."""
+
+    def __init__(self, pkg: OpPackage, *, ctx, profile: str, workers=None, licenses: Licenses | None = None,
+                 parent=None):
+        super().__init__(parent)
+        self.setWindowTitle(f"Publish {pkg.id}")
+        self.pkg, self.ctx, self.profile, self.workers = pkg, ctx, profile, workers
+        self.licenses = licenses or Licenses()
+        self.result_lines: list[str] = []
+        self.job = None
+        self.visibility = QComboBox()
+        self.visibility.addItems(["private", "workspace", "public"])
+        self.visibility.setCurrentText(pkg.contract.visibility)
+        self.license = QLineEdit(pkg.contract.license or "")
+        self.license.setPlaceholderText("an SPDX expression, e.g. Apache-2.0")
+        self.license_status = QLabel()
+        self.license_status.setObjectName("license_status")
+        self.missing = QListWidget()
+        self.missing.setObjectName("missing_fields")
+        self.status = QLabel()
+        form = QFormLayout()
+        form.addRow("Visibility", self.visibility)
+        form.addRow("License", self.license)
+        form.addRow("", self.license_status)
+        self.buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Cancel)
+        self.publish_button = self.buttons.addButton("Publish", QDialogButtonBox.ButtonRole.AcceptRole)
+        self.publish_button.clicked.connect(self.publish)
+        self.buttons.rejected.connect(self.reject)
+        lay = QVBoxLayout(self)
+        lay.addLayout(form)
+        lay.addWidget(QLabel("Missing for the public bar:"))
+        lay.addWidget(self.missing)
+        lay.addWidget(self.status)
+        lay.addWidget(self.buttons)
+        self.visibility.currentTextChanged.connect(self.refresh)
+        self.license.textChanged.connect(self.refresh)
+        self.refresh()
+
+    def shortfalls(self) -> list:
+        """The bar on the content as it would be published (nothing written)."""
+        text = self.pkg.files[MANIFEST].decode("utf-8")
+        updates = {"visibility": self.visibility.currentText()}
+        if self.license.text().strip():
+            updates["license"] = self.license.text().strip()
+        try:
+            after = publishing.prospective(self.pkg, set_top_level(text, updates, file=self.pkg.manifest_path).encode())
+        except StudioError as e:
+            return [bar.Shortfall("op.toml", e.message)]
+        proof = bar.proof_state(self.pkg, self.profile, self.ctx.seal)
+        return bar.metadata_shortfalls(after, self.licenses) + bar.proof_shortfalls(self.pkg, proof)
+
+    def refresh(self) -> None:
+        vis, text = self.visibility.currentText(), self.license.text().strip()
+        rep = self.licenses.check(text) if text else None
+        if rep is None:
+            self.license_status.setText("no license: the op can only stay private")
+        else:
+            self.license_status.setText("✓ valid SPDX expression" if rep.ok else "✗ " + rep.summary())
+        self.missing.clear()
+        found = self.shortfalls() if vis == "public" else []
+        for s in found:
+            self.missing.addItem(str(s))
+        licensed = rep is not None and rep.ok
+        ok = vis == "private" and (rep is None or rep.ok) or vis == "workspace" and licensed or \
+            vis == "public" and licensed and not found
+        self.publish_button.setEnabled(ok)
+        self.status.setText("" if ok else ("a license is needed to leave private" if not licensed and vis != "private"
+                                           else f"{len(found)} field(s) missing" if found else "fix the license"))
+
+    def publish(self) -> None:
+        if self.workers is None:
+            return
+        lic = self.license.text().strip() or None
+        self.publish_button.setEnabled(False)
+        self.status.setText("publishing (conformance runs again for the new content)…")
+        self.job = self.workers.submit("proof", "publish", target=str(self.pkg.root),
+                                       visibility=self.visibility.currentText(), license=lic)
+        self.job.succeeded.connect(self._done)
+        self.job.failed.connect(self._failed)
+
+    def _done(self, out) -> None:
+        self.result_lines = list(out["lines"])
+        self.status.setText("\n".join(self.result_lines))
+        self.accept()
+
+    def _failed(self, e) -> None:
+        self.status.setText(f"refused: {getattr(e, 'message', e)}")
+        self.publish_button.setEnabled(True)
+
+
+class CardView(QTextBrowser):
+    """The op's card, as HTML (computed here: it needs the GPU profile id, not the device)."""
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.setObjectName("card_view")
+        self.setOpenExternalLinks(False)
+        self.card: dict | None = None
+
+    def show_package(self, pkg: OpPackage, *, ctx, profile: str, licenses: Licenses | None = None) -> dict:
+        self.card = make_card(pkg, profile_id=profile, seal=ctx.seal, trust=ctx.trust, catalog=ctx.catalog,
+                              licenses=licenses or Licenses())
+        self.setHtml(card_html(self.card))
+        return self.card
+
+
+# ------------------------------------------------------------------ the menu
+def _current_package(window) -> OpPackage | None:
+    view = window.current() if hasattr(window, "current") else None
+    doc = getattr(view, "doc", None)
+    if doc is None or doc.path is None:
+        QMessageBox.information(window, "Publish", "Open a saved op package first.")
+        return None
+    if doc.dirty:
+        QMessageBox.information(window, "Publish", "Save the op first: what is published is what is on disk.")
+        return None
+    try:
+        return load_package(doc.path)
+    except StudioError as e:
+        QMessageBox.warning(window, "Publish", e.format())
+        return None
+
+
+def open_publish_dialog(window, pkg: OpPackage | None = None) -> PublishDialog | None:
+    pkg = pkg or _current_package(window)
+    if pkg is None:
+        return None
+    dlg = PublishDialog(pkg, ctx=window.ctx, profile=profile_id(window), workers=window.publish_workers,
+                        parent=window)
+    dlg.show()
+    return dlg
+
+
+def show_card(window, pkg: OpPackage | None = None) -> CardView | None:
+    pkg = pkg or _current_package(window)
+    if pkg is None:
+        return None
+    dock = getattr(window, "card_dock", None)
+    if dock is None:
+        dock = window.card_dock = QDockWidget("Card", window)
+        dock.setObjectName("card_dock")
+        dock.setWidget(CardView())
+        window.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, dock)
+    dock.widget().show_package(pkg, ctx=window.ctx, profile=profile_id(window))
+    dock.show()
+    return dock.widget()
+
+
+def fork_current(window, pkg: OpPackage | None = None, new_id: str | None = None) -> OpPackage | None:
+    pkg = pkg or _current_package(window)
+    if pkg is None:
+        return None
+    if new_id is None:
+        new_id, ok = QInputDialog.getText(window, "Fork", f"New id for the fork of {pkg.id}:",
+                                          text=f"user/you/{pkg.contract.id.name}@1")
+        if not ok:
+            return None
+    try:
+        forked = publishing.fork(window.ctx, pkg, new_id)
+    except StudioError as e:
+        QMessageBox.warning(window, "Fork", e.format())
+        return None
+    if hasattr(window, "open_path"):
+        window.open_path(forked.root)
+    return forked
+
+
+def install_publish(window) -> None:
+    """The Publish menu (Publish…, Card, Fork…, Ring panel) on the main window."""
+    from .ring_panel import RingPanel
+    window.publish_workers = workers = publishing_workers(None)      # its worker processes end with the window
+    window.destroyed.connect(workers.close)
+    app = QApplication.instance()
+    if app is not None:
+        app.aboutToQuit.connect(workers.close)
+    menu = window.publish_menu = window.menuBar().addMenu("&Publish")
+    for text, slot in (("Publish…", lambda: open_publish_dialog(window)), ("Card", lambda: show_card(window)),
+                       ("Fork…", lambda: fork_current(window))):
+        a = QAction(text, window)
+        a.triggered.connect(slot)
+        menu.addAction(a)
+    window.ring_panel = RingPanel(window.ctx, workers=window.publish_workers, profile=lambda: profile_id(window))
+    dock = window.ring_dock = QDockWidget("Exchange ring", window)
+    dock.setObjectName("ring_dock")
+    dock.setWidget(window.ring_panel)
+    window.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, dock)
+    dock.hide()
+    a = QAction("Ring panel", window)
+    a.triggered.connect(lambda: (dock.show(), window.ring_panel.refresh()))
+    menu.addAction(a)

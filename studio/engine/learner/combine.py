@@ -1,0 +1,173 @@
+"""The ordered combine (LEARNER.md §5, docs/learner.md "The combine trees"): the sum of the
+per-sample contributions is evaluated by an explicit tree, and the numerical contract names it.
+
+canonical  A binary tree over the GLOBAL sample order 0..N-1. The node over the samples
+           [lo, lo+n) is a leaf when n = 1 (that sample's contribution); otherwise it is
+           node[lo, lo+p) + node[lo+p, lo+n) with p the largest power of two below n. Every node is
+           one IEEE-754 binary32 addition per element (round to nearest even), left operand first.
+           The tree depends on N alone, so the result is the same bits for any owners and split:
+           an owner computes the maximal nodes whose samples it holds entirely, and the remaining
+           nodes are added in the tree's own shape (``plan``), each the same addition of the same
+           operands wherever it runs.
+per-owner  Each non-empty owner sums its own samples, in the order of its list, by the same tree
+           shape over list positions; the owners' partial sums are then combined by that tree
+           shape over the non-empty owners in owner order. The result depends on the partition,
+           so the contract names it (its hash).
+
+The mean is numerator / mass with mass = f32(N) (exact: N < 2^24), one binary32 division per
+element. Nothing reassociates: a different tree is a different contract hash."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import numpy as np
+
+from .system import System, digest
+
+CANONICAL = ("binary tree over the global sample order 0..N-1: node[lo, lo+n) = node[lo, lo+p) + "
+             "node[lo+p, lo+n), p the largest power of two below n; a leaf is one sample's contribution")
+PER_OWNER = ("per owner: the same tree shape over the positions of the owner's sample list; then the same tree "
+             "shape over the non-empty owners in owner order")
+PRECISION = "f32: every node is one IEEE-754 binary32 addition per element, round to nearest even, left operand first"
+MEAN = "mean = numerator / f32(N): one binary32 division per element; N exact in f32 (N < 2^24)"
+
+
+def contract(system: System) -> dict:
+    """The numerical contract of one update (what the contract hash covers)."""
+    c = {"learner": "scellis.learner/v1", "k": system.k, "s": system.s, "m": system.m, "samples": int(system.samples.shape[0]),
+         "contribution": system.contribution.hash, "update": system.update.hash,
+         "combine": {"tree": system.tree, "order": CANONICAL if system.tree == "canonical" else PER_OWNER,
+                     "precision": PRECISION, "mean": MEAN}}
+    if system.tree == "per-owner":
+        c["combine"]["partition"] = system.partition_hash()
+    return c
+
+
+def contract_hash(system: System) -> str:
+    return digest(json.dumps(contract(system), sort_keys=True, separators=(",", ":")))
+
+
+def order_text(system: System) -> str:
+    """The combine order in words, as checkpoints and reports record it."""
+    c = contract(system)["combine"]
+    return f"{system.tree}: {c['order']}" + (f" (partition {c['partition'][:16]})" if "partition" in c else "")
+
+
+def split_point(n: int) -> int:
+    """The largest power of two below n (n >= 2)."""
+    return 1 << ((n - 1).bit_length() - 1)
+
+
+def tree_sum(rows: np.ndarray) -> np.ndarray:
+    """The tree's value over a run of n >= 1 rows (its shape depends on n alone), in f32.
+    A power-of-two run is added pairwise level by level, which is the same tree."""
+    n = rows.shape[0]
+    if n == 1:
+        return np.array(rows[0], np.float32, copy=True)
+    if n & (n - 1) == 0:
+        x = rows
+        while x.shape[0] > 1:
+            x = np.add(x[0::2], x[1::2], dtype=np.float32)
+        return x[0]
+    p = split_point(n)
+    return np.add(tree_sum(rows[:p]), tree_sum(rows[p:]), dtype=np.float32)
+
+
+# ------------------------------------------------------------------ the plan: who computes which node
+@dataclass(frozen=True)
+class Block:
+    """A node an owner computes entirely: ``tree_sum`` over its rows ``[start, start + n)`` of the
+    owner's contributions (the owner's samples in its canonical order, see ``owner_order``)."""
+    owner: int
+    start: int
+    n: int
+    lo: int = -1                       # canonical: the node's first global sample
+
+
+@dataclass(frozen=True)
+class Add:
+    left: object                       # Block | Add
+    right: object
+
+
+def owner_order(system: System, owner: int) -> np.ndarray:
+    """The order in which an owner holds its samples: ascending global index (canonical), its list
+    order (per-owner)."""
+    idx = system.owners[owner]
+    return np.sort(idx) if system.tree == "canonical" else idx
+
+
+def plan(system: System):
+    """The combine as a tree of Blocks (computed on their owner) and Adds (combined in this shape
+    wherever the run places them): the root, and per owner its list of Blocks in order."""
+    blocks: dict[int, list[Block]] = {o: [] for o in range(len(system.owners))}
+    if system.tree == "canonical":
+        a = system.assignment()
+        change = np.flatnonzero(a[1:] != a[:-1]) + 1          # global positions where the owner changes
+        sorted_idx = {o: np.sort(idx) for o, idx in enumerate(system.owners)}
+
+        def node(lo: int, n: int):
+            lo_c, hi_c = np.searchsorted(change, [lo + 1, lo + n])
+            if lo_c == hi_c:                                  # one owner holds [lo, lo+n) entirely
+                o = int(a[lo])
+                b = Block(o, int(np.searchsorted(sorted_idx[o], lo)), n, lo)
+                blocks[o].append(b)
+                return b
+            p = split_point(n)
+            return Add(node(lo, p), node(lo + p, n - p))
+
+        return node(0, int(a.size)), blocks
+    parts = []
+    for o, idx in enumerate(system.owners):
+        if idx.size:
+            b = Block(o, 0, int(idx.size))
+            blocks[o].append(b)
+            parts.append(b)
+
+    def over(items):
+        if len(items) == 1:
+            return items[0]
+        p = split_point(len(items))
+        return Add(over(items[:p]), over(items[p:]))
+
+    return over(parts), blocks
+
+
+def block_sums(contribs: np.ndarray, blocks: list[Block]) -> list[np.ndarray]:
+    """An owner's part of the combine: each of its blocks' tree value."""
+    return [tree_sum(contribs[b.start:b.start + b.n]) for b in blocks]
+
+
+def evaluate_plan(root, values: dict[Block, np.ndarray], add=None):
+    """The root's value, each Add evaluated left then right then added (``add``: how an addition
+    runs, e.g. a Dask task; default: here)."""
+    add = add or (lambda x, y: np.add(x, y, dtype=np.float32))
+    if isinstance(root, Block):
+        return values[root]
+    return add(evaluate_plan(root.left, values, add), evaluate_plan(root.right, values, add))
+
+
+def mean(numerator: np.ndarray, n: int) -> np.ndarray:
+    return np.divide(np.asarray(numerator, np.float32), np.float32(n), dtype=np.float32)
+
+
+def local_numerator(system: System, params: np.ndarray) -> np.ndarray:
+    """The combine run in this process (every owner's part here, in the same plan): what the
+    distributed run must reproduce bit for bit."""
+    root, blocks = plan(system)
+    values = {}
+    for o, bl in blocks.items():
+        if not bl:
+            continue
+        order = owner_order(system, o)
+        c = system.contribution.contributions(params, system.samples[order])
+        values.update(zip(bl, block_sums(c, bl)))
+    return evaluate_plan(root, values)
+
+
+def local_step(system: System, params: np.ndarray, state: np.ndarray):
+    """One update in this process: (params, state, mean)."""
+    mu = mean(local_numerator(system, params), system.samples.shape[0])
+    p, s = system.update.apply(params, state, mu, system.rate)
+    return np.asarray(p, np.float32), np.asarray(s, np.float32), mu

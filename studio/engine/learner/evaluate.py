@@ -1,0 +1,176 @@
+"""The reference path of an assignment program: numpy, f32, exactly the semantics of
+docs/assignment-programs.md.
+
+Every operation is one numpy call on float32 arrays, so it is rounded to f32 once, as WGSL's f32
+is (no fused multiply-add, no wider accumulator). exp and log are computed in f64 and rounded
+once to f32 (so, but for a double rounding about once in 2^29 values, the correctly rounded
+result, the same on every machine whatever numpy's SIMD dispatch). A reduction runs left to
+right: ``sum`` is ``np.add.accumulate`` (a sequential f32 recurrence, never numpy's pairwise
+sum); min/max/argmin/argmax return the first extreme, ignoring NaNs.
+
+Loop variables are array axes: a value inside a loop or reduction nest of depth d is an array of
+ndim 1 + d (rows first), broadcast where it does not depend on a variable. Rows are evaluated
+in chunks, and a statement's outermost loop in pieces, so that at most about BUDGET values of
+one expression are alive at once."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import StudioError
+from .slots import Bound, check
+from .syntax import INT, Assign, Bin, Call, Int, Let, LetRef, Num, Read, Reduce, Size, ToF32, Unary, Var
+
+BUDGET = 1 << 22
+LIMIT = 1 << 28                 # values of one reduction alive at once, past which evaluate refuses
+_F32 = {"+": np.add, "-": np.subtract, "*": np.multiply, "/": np.divide}
+_INT = {"+": np.add, "-": np.subtract, "*": np.multiply, "//": np.floor_divide, "%": np.mod}
+_CMP = {"<": np.less, "<=": np.less_equal, ">": np.greater, ">=": np.greater_equal, "==": np.equal,
+        "!=": np.not_equal}
+
+
+def evaluate(prog, frame: np.ndarray, *, role: str | None = None, k: int | None = None, s: int | None = None,
+             m: int | None = None) -> np.ndarray:
+    """Apply the program to every row of ``frame`` (float32, shape (rows, width)) and return the
+    new frame. ``prog`` is a Bound (from check_program), or a Program with role, k, s, m given
+    (then checked here first)."""
+    bound = prog if isinstance(prog, Bound) else _bind(prog, role, k, s, m)
+    lay = bound.layout
+    arr = np.asarray(frame)
+    if arr.dtype != np.float32 or arr.ndim != 2 or arr.shape[1] != lay.width:
+        raise StudioError(f"a {lay.role} frame is float32 of shape (rows, {lay.width}); got {arr.dtype} {arr.shape}",
+                          field="frame", hint=f"width = {'2k + s' if lay.role == 'contribution' else '2k + m + 1'} "
+                                              f"with k={lay.k}, s={lay.s}, m={lay.m}")
+    out = np.array(arr, dtype=np.float32, order="C", copy=True)
+    step = max(1, BUDGET // max(1, bound.volume))
+    with np.errstate(all="ignore"):                    # IEEE: x/0 is ±inf or NaN, log(-1) is NaN
+        for r0 in range(0, out.shape[0], step):
+            _Run(bound, out[r0:r0 + step]).program()
+    return out
+
+
+def _bind(prog, role, k, s, m) -> Bound:
+    if role is None or k is None or s is None or m is None:
+        raise StudioError("evaluate needs a checked program, or role, k, s and m", field="program",
+                          hint="bound = check_program(prog, role=..., k=..., s=..., m=...); evaluate(bound, frame)")
+    return check(prog, role=role, k=k, s=s, m=m)
+
+
+class _Run:
+    def __init__(self, bound: Bound, cur: np.ndarray):
+        self.lay, self.cur, self.rows = bound.layout, cur, cur.shape[0]
+        self.sizes = self.lay.sizes
+        self.lets: dict[str, np.ndarray] = {}
+        self.statements = bound.program.statements
+
+    def program(self) -> None:
+        for st in self.statements:
+            if isinstance(st, Let):
+                self.lets[st.name] = np.broadcast_to(self.ev(st.expr, ()), (self.rows,)).copy()
+            else:
+                self.assign(st)
+
+    def assign(self, st: Assign) -> None:
+        scope = tuple((lp.var, self.const(lp.lo), self.const(lp.hi)) for lp in st.loops)
+        if any(hi <= lo for _, lo, hi in scope):
+            return
+        pieces = [scope]
+        if scope:                                     # the outermost loop in pieces of at most BUDGET values
+            var, lo, hi = scope[0]
+            inner = max(1, int(np.prod([h - l for _, l, h in scope[1:]], dtype=np.int64)))
+            step = max(1, BUDGET // (inner * self.rows))
+            pieces = [((var, a, min(a + step, hi)),) + scope[1:] for a in range(lo, hi, step)]
+        results = []
+        for sc in pieces:                               # all values first: one parallel assignment
+            shape = (self.rows,) + tuple(h - l for _, l, h in sc)
+            vals = np.broadcast_to(self.ev(st.expr, sc), shape).reshape(self.rows, -1)
+            slots = self.slots(st.target, sc, shape[1:]).reshape(-1)
+            results.append((slots, vals))
+        for slots, vals in results:
+            self.cur[:, slots] = vals
+
+    def const(self, e) -> int:
+        return int(self.ev(e, ()).reshape(-1)[0])
+
+    def slots(self, r: Read, scope, extents) -> np.ndarray:
+        base, _ = self.lay.views[r.view]
+        if r.index is None:
+            return np.full(extents or (1,), base, np.int64)
+        return np.broadcast_to(base + self.ev(r.index, scope)[0], extents)
+
+    def ev(self, e, scope) -> np.ndarray:
+        d = len(scope)
+        one = (1,) * (d + 1)
+        if isinstance(e, Int):
+            return np.full(one, e.value, np.int64)
+        if isinstance(e, Size):
+            return np.full(one, self.sizes[e.name], np.int64)
+        if isinstance(e, Var):
+            p = next(i for i, (v, _, _) in enumerate(scope) if v == e.name)
+            _, lo, hi = scope[p]
+            shape = [1] * (d + 1)
+            shape[p + 1] = hi - lo
+            return np.arange(lo, hi, dtype=np.int64).reshape(shape)
+        if isinstance(e, Num):
+            return np.full(one, e.value, np.float32)
+        if isinstance(e, LetRef):
+            return self.lets[e.name].reshape((self.rows,) + (1,) * d)
+        if isinstance(e, Read):
+            if e.index is None:
+                return self.cur[:, self.lay.views[e.view][0]].reshape((self.rows,) + (1,) * d)
+            idx = self.lay.views[e.view][0] + self.ev(e.index, scope)[0]
+            return self.cur[:, idx]
+        if isinstance(e, ToF32):
+            return self.ev(e.operand, scope).astype(np.float32)
+        if isinstance(e, Unary):
+            x = self.ev(e.operand, scope)
+            return np.logical_not(x) if e.op == "not" else np.negative(x)
+        if isinstance(e, Bin):
+            a, b = self.ev(e.left, scope), self.ev(e.right, scope)
+            if e.op in _CMP:
+                return _CMP[e.op](a, b)
+            if e.op in ("and", "or"):
+                return np.logical_and(a, b) if e.op == "and" else np.logical_or(a, b)
+            return (_INT if e.ty == INT else _F32)[e.op](a, b)
+        if isinstance(e, Call):
+            return self.call(e, scope)
+        if isinstance(e, Reduce):
+            return self.reduce(e, scope)
+        raise TypeError(f"cannot evaluate {e!r}")       # pragma: no cover
+
+    def call(self, e: Call, scope) -> np.ndarray:
+        xs = [self.ev(a, scope) for a in e.args]
+        f = e.func
+        if f in ("exp", "log"):
+            return getattr(np, f)(xs[0].astype(np.float64)).astype(np.float32)
+        if f == "sqrt":
+            return np.sqrt(xs[0])
+        if f == "abs":
+            return np.abs(xs[0])
+        if f == "select":
+            return np.where(xs[0], xs[1], xs[2]).astype(np.float32, copy=False)
+        a, b = xs
+        better = np.less(b, a) if f == "min" else np.greater(b, a)     # b replaces a only if strictly better
+        return np.where(better | np.isnan(a), b, a).astype(np.float32, copy=False)
+
+    def reduce(self, e: Reduce, scope) -> np.ndarray:
+        lo, hi = self.const(e.lo), self.const(e.hi)
+        d = len(scope)
+        if hi <= lo:
+            empty = {"sum": 0.0, "min": np.inf, "max": -np.inf, "argmin": -1.0, "argmax": -1.0}[e.func]
+            return np.full((1,) * (d + 1), empty, np.float32)
+        alive = self.rows * (hi - lo) * int(np.prod([h - l for _, l, h in scope], dtype=np.int64))
+        if alive > LIMIT:
+            raise StudioError(f"{e} needs {alive:,} values at once ({self.rows} row(s)); the evaluator's limit is "
+                              f"{LIMIT:,}", hint="nest fewer long reductions, or use smaller k, s, m")
+        body = self.ev(e.body, scope + ((e.var, lo, hi),))
+        body = np.broadcast_to(body, body.shape[:-1] + (hi - lo,))
+        if e.func == "sum":
+            return np.add.accumulate(body, axis=-1, dtype=np.float32)[..., -1]
+        extreme = (np.fmin if e.func in ("min", "argmin") else np.fmax).reduce(body, axis=-1)
+        first = np.argmax(body == extreme[..., None], axis=-1)        # all NaN: index 0
+        if e.func.startswith("arg"):
+            return (first + lo).astype(np.float32)
+        return np.take_along_axis(body, first[..., None], axis=-1)[..., 0]
+
+
+__all__ = ["evaluate", "BUDGET", "LIMIT"]

@@ -1,0 +1,146 @@
+"""The learner's step loop (docs/learner.md): owners on Dask, a checkpoint after every step (or every
+``checkpoint_every``), the agreement check after every step, and survival of a dying owner: the run
+goes back to its last checkpoint, reshards the lost owners' samples over the remaining owners and
+goes on. With the canonical tree the result is the same bits as a run where nothing died."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import StudioError
+from . import checkpoint as ckpt
+from . import combine
+from .owners import OwnerLost, Owners, connect, start_cluster
+from .system import System, array_hash, digest
+
+
+@dataclass
+class StepRecord:
+    step: int
+    metric: float                    # |mean contribution| (L2, computed in f64 from the f32 mean)
+    agreed: bool
+    hashes: list[str]                # per owner: its parameter-and-state hash after the update
+    owners: list[str]                # worker addresses, owner order
+    shares: list[int]
+    seconds: float
+
+
+@dataclass
+class LearnResult:
+    params: np.ndarray
+    state: np.ndarray
+    step: int
+    system: System                   # as it ended (resharded if an owner died)
+    records: list[StepRecord] = field(default_factory=list)
+    events: list[str] = field(default_factory=list)
+    metrics: list[float] = field(default_factory=list)
+
+    @property
+    def params_hash(self) -> str:
+        return array_hash(self.params)
+
+    @property
+    def replica_hash(self) -> str:
+        return digest(self.params.tobytes(), self.state.tobytes())
+
+    @property
+    def contract_hash(self) -> str:
+        return combine.contract_hash(self.system)
+
+
+def reshard(system: System, lost: list[int]) -> System:
+    """The survivors keep their samples; each lost owner's samples (ascending) are dealt out to the
+    survivors in contiguous pieces as equal as possible, in owner order. Nothing lost, nothing twice."""
+    keep = [o for o in range(len(system.owners)) if o not in set(lost)]
+    if not keep:
+        raise StudioError("every owner went away", hint="start the run again (--resume continues from the checkpoint)")
+    owners = [list(system.owners[o]) for o in keep]
+    orphans = np.sort(np.concatenate([system.owners[o] for o in lost])) if lost else np.zeros(0, np.int64)
+    for i, piece in enumerate(np.array_split(orphans, len(keep))):
+        owners[i].extend(int(x) for x in piece)
+    return system.with_owners([np.asarray(o, np.int64) for o in owners])
+
+
+def learn(system: System, *, client=None, owners: int | None = None, scheduler: str | None = None,
+          checkpoint: str | Path | None = None, resume: bool = False, steps: int | None = None,
+          checkpoint_every: int = 1, on_step=None, on_event=None, inject: dict | None = None,
+          max_faults: int = 3) -> LearnResult:
+    """Run ``steps`` (the total to reach; default the system's) updates. ``client``: a Dask client
+    to use (its first workers become the owners); else ``scheduler`` (an address); else a
+    LocalCluster started here and closed at the end. ``owners``: that many owners in contiguous
+    even shares (default: the system's own owners). ``inject``: {"owner", "step", "slot"} flips one
+    bit of that owner's update (to see the agreement check stop the run)."""
+    total = int(steps if steps is not None else system.steps)
+    events: list[str] = []
+
+    def event(text: str):
+        events.append(text)
+        if on_event is not None:
+            on_event(text)
+
+    if owners is not None:
+        system = system.evenly(owners)
+    params, state, step, metrics = system.params.copy(), system.state.copy(), 0, []
+    if resume:
+        if checkpoint is None:
+            raise StudioError("--resume needs --checkpoint DIR", field="--resume")
+        ck = ckpt.load(checkpoint)
+        if owners is None and ck.assignment.size == system.samples.shape[0]:
+            system = system.with_owners(ck.owners())
+        ckpt.check_resumable(ck, system, file=str(Path(checkpoint) / ckpt.FILE))
+        params, state, step, metrics = ck.params, ck.state, ck.step, list(ck.metrics)
+        event(f"resumed from the checkpoint at step {step}")
+    last = ckpt.Checkpoint.of(system, step, params, state, metrics)       # the driver's own copy
+    cluster, own_client = None, client is None
+    if client is None:
+        if scheduler:
+            client = connect(scheduler)
+        else:
+            cluster, client = start_cluster(len(system.owners))
+    try:
+        team = Owners.on(client, len(system.owners))
+        team.load(system, params, state)
+        records: list[StepRecord] = []
+        faults = 0
+        while step < total:
+            try:
+                out = team.step(step + 1, inject)
+            except OwnerLost as e:
+                faults += 1
+                if faults > max_faults:
+                    raise
+                survivors = [a for o, a in enumerate(team.addresses) if o not in e.lost]
+                system = reshard(system, e.lost)
+                src = "checkpoint"
+                if checkpoint is not None and (Path(checkpoint) / ckpt.FILE).exists():
+                    last = ckpt.load(checkpoint)
+                else:
+                    src = "driver's copy of the last agreed step"
+                params, state, step, metrics = last.params, last.state, last.step, list(last.metrics)
+                records = [r for r in records if r.step <= step]
+                event(f"{e.message}; resuming from the {src} at step {step} on {len(survivors)} owner(s), "
+                      f"shares {system.shares}")
+                team = Owners(client, survivors)
+                team.load(system, params, state)
+                continue
+            step += 1
+            params, state = out.params, out.state
+            metric = float(np.linalg.norm(out.mean.astype(np.float64)))
+            metrics.append(metric)
+            rec = StepRecord(step, metric, len(set(out.hashes)) == 1, out.hashes, list(team.addresses),
+                             system.shares, out.seconds)
+            records.append(rec)
+            if step % max(1, checkpoint_every) == 0 or step == total:
+                last = ckpt.Checkpoint.of(system, step, params, state, metrics)
+                if checkpoint is not None:
+                    ckpt.save(checkpoint, last)
+            if on_step is not None:
+                on_step(rec)
+        return LearnResult(params, state, step, system, records, events, metrics)
+    finally:
+        if own_client:
+            client.close()
+        if cluster is not None:
+            cluster.close()

@@ -1,0 +1,332 @@
+"""The data-parallel learner as data (LEARNER.md §1-9, docs/learner.md): parameter count k, sample
+width s, state width m, the contribution and update programs, initial parameters and state, the
+rate, and per owner the list of its samples (unequal shares, an owner with none allowed).
+
+A file is a ``learner.toml`` beside its ``.assign`` programs and ``.npy`` arrays; the same system is
+built in Python with :class:`System` (``System.build``). Samples have one global order (their row
+in the samples array); an owner's samples are a list of global indices, and together the owners'
+lists are a partition of all samples (each exactly once)."""
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+
+from ..arrays import load_array
+from ..contract.manifest import read_manifest
+from ..errors import StudioError
+from ..workflow.toml_fields import Fields
+
+TREES = ("canonical", "per-owner")
+PRECISIONS = ("f32",)
+TOP = ("learner", "combine", "owners")
+LEARNER_KEYS = ("name", "summary", "k", "s", "m", "rate", "steps", "contribution", "update", "params", "state",
+                "samples")
+COMBINE_KEYS = ("tree", "precision")
+OWNER_KEYS = ("shares", "assignment")
+
+
+def digest(*parts: bytes | str) -> str:
+    h = hashlib.sha256()
+    for p in parts:
+        b = p.encode("utf-8") if isinstance(p, str) else bytes(p)
+        h.update(len(b).to_bytes(8, "little"))
+        h.update(b)
+    return h.hexdigest()
+
+
+def array_hash(a: np.ndarray) -> str:
+    """sha256 of an array's dtype, shape and C-order bytes: the same bits give the same hash."""
+    a = np.ascontiguousarray(a)
+    return digest(str(a.dtype), repr(a.shape), a.tobytes())
+
+
+# ------------------------------------------------------------------ the two rules over programs
+@dataclass(frozen=True)
+class ProgramContribution:
+    """A contribution program (LEARNER.md §6): per sample, the frame ``[params k | sample s |
+    contribution k]``; the contribution slots start at zero and are what it writes."""
+    program: object                  # a Program (studio/engine/learner/program.py)
+    bound: object                    # ... checked against the slot layout (check_program)
+    k: int
+    s: int
+
+    @property
+    def hash(self) -> str:
+        return self.program.hash
+
+    def contributions(self, params: np.ndarray, samples: np.ndarray) -> np.ndarray:
+        n, k, s = samples.shape[0], self.k, self.s
+        if n == 0:
+            return np.zeros((0, k), np.float32)
+        frame = np.zeros((n, 2 * k + s), np.float32)
+        frame[:, :k] = params
+        frame[:, k:k + s] = samples
+        from .evaluate import evaluate
+        out = np.asarray(evaluate(self.bound, frame), np.float32)
+        return np.ascontiguousarray(out.reshape(n, -1)[:, k + s:2 * k + s])
+
+
+@dataclass(frozen=True)
+class ProgramUpdate:
+    """The update program: one frame ``[params k | state m | mean k | rate]``; it writes the new
+    parameters and state ``[0, k + m)``."""
+    program: object
+    bound: object
+    k: int
+    m: int
+
+    @property
+    def hash(self) -> str:
+        return self.program.hash
+
+    def apply(self, params: np.ndarray, state: np.ndarray, mean: np.ndarray, rate: np.float32):
+        k, m = self.k, self.m
+        frame = np.zeros((1, 2 * k + m + 1), np.float32)
+        frame[0, :k], frame[0, k:k + m], frame[0, k + m:2 * k + m], frame[0, 2 * k + m] = params, state, mean, rate
+        from .evaluate import evaluate
+        out = np.asarray(evaluate(self.bound, frame), np.float32).reshape(-1)
+        return out[:k].copy(), out[k:k + m].copy()
+
+
+# ------------------------------------------------------------------ the system
+@dataclass(frozen=True)
+class System:
+    name: str
+    k: int
+    s: int
+    m: int
+    contribution: object             # .hash, .contributions(params (k,), samples (n, s)) -> (n, k) f32
+    update: object                   # .hash, .apply(params, state, mean, rate) -> (params, state)
+    params: np.ndarray               # initial parameters (k,) f32
+    state: np.ndarray                # initial state (m,) f32
+    rate: np.float32
+    samples: np.ndarray              # (N, s) f32, row i is global sample i
+    owners: tuple[np.ndarray, ...]   # per owner: the global indices of its samples (int64)
+    tree: str = "canonical"
+    precision: str = "f32"
+    steps: int = 10
+    summary: str = ""
+    origin: str = "<python>"
+    metric: str = "|mean contribution|"
+    extra: dict = field(default_factory=dict, compare=False)
+
+    @classmethod
+    def build(cls, *, k, s, m, contribution, update, params, state, rate, samples, owners=None, shares=None,
+              name="learner", tree="canonical", precision="f32", steps=10, summary="", origin="<python>",
+              metric="|mean contribution|") -> System:
+        """``contribution``/``update``: Program objects (checked against §6 here) or rule objects
+        (``.hash`` and ``.contributions`` / ``.apply``). ``owners``: per owner a list of global
+        sample indices; or ``shares``: per owner a count, contiguous in the global order; neither:
+        one owner with every sample."""
+        k, s, m = int(k), int(s), int(m)
+        if not hasattr(contribution, "contributions"):          # a Program
+            from .program import check_program
+            contribution = ProgramContribution(contribution, check_program(contribution, role="contribution", k=k,
+                                                                           s=s, m=m), k, s)
+        if not hasattr(update, "apply"):
+            from .program import check_program
+            update = ProgramUpdate(update, check_program(update, role="update", k=k, s=s, m=m), k, m)
+        samples = np.ascontiguousarray(np.asarray(samples, np.float32).reshape(-1, s) if s else
+                                       np.zeros((len(samples), 0), np.float32))
+        params = _vector(params, k, "params", origin)
+        state = _vector(state, m, "state", origin)
+        n = samples.shape[0]
+        if owners is None:
+            owners = split(n, shares if shares is not None else [n], origin=origin)
+        sysm = cls(name, k, s, m, contribution, update, params, state, np.float32(rate), samples,
+                   tuple(np.asarray(o, np.int64).reshape(-1) for o in owners), tree, precision, int(steps), summary,
+                   origin, metric)
+        sysm.validate()
+        return sysm
+
+    # ------------------------------------------------------------------ checks
+    def validate(self) -> None:
+        if self.tree not in TREES:
+            raise StudioError(f"unknown combine tree '{self.tree}'", file=self.origin, field="combine.tree",
+                              hint="canonical (over the global sample order) or per-owner (names the partition)")
+        if self.precision not in PRECISIONS:
+            raise StudioError(f"unknown combine precision '{self.precision}'", file=self.origin,
+                              field="combine.precision", hint="f32")
+        n = self.samples.shape[0]
+        if n == 0:
+            raise StudioError("the learner has no samples", file=self.origin, field="learner.samples",
+                              hint="give an (N, s) array with N >= 1")
+        if n >= 2 ** 24:
+            raise StudioError(f"{n} samples: the mass must be exact in f32 (below 2^24)", file=self.origin,
+                              field="learner.samples")
+        if not self.owners:
+            raise StudioError("the learner has no owners", file=self.origin, field="owners", hint="at least one")
+        seen = np.full(n, -1, np.int64)
+        for o, idx in enumerate(self.owners):
+            bad = idx[(idx < 0) | (idx >= n)]
+            if bad.size:
+                raise StudioError(f"owner {o} lists sample {int(bad[0])}, outside [0, {n})", file=self.origin,
+                                  field=f"owners[{o}]", hint="samples are the rows of the samples array")
+            dup = idx[seen[idx] >= 0]
+            if dup.size or np.unique(idx).size != idx.size:
+                i = int(dup[0]) if dup.size else int(idx[np.argmax(np.bincount(idx) > 1)])
+                other = int(seen[i]) if seen[i] >= 0 else o
+                raise StudioError(f"sample {i} is held by owner {other} and owner {o}: it would be counted twice",
+                                  file=self.origin, field=f"owners[{o}]", hint="each sample has exactly one owner")
+            seen[idx] = o
+        if (seen < 0).any():
+            i = int(np.argmax(seen < 0))
+            raise StudioError(f"sample {i} has no owner: it would be lost", file=self.origin, field="owners",
+                              hint="each sample has exactly one owner")
+
+    # ------------------------------------------------------------------ placement
+    @property
+    def shares(self) -> list[int]:
+        return [int(o.size) for o in self.owners]
+
+    def assignment(self) -> np.ndarray:
+        """owner of each global sample (int32, length N)."""
+        a = np.empty(self.samples.shape[0], np.int32)
+        for o, idx in enumerate(self.owners):
+            a[idx] = o
+        return a
+
+    def partition_hash(self) -> str:
+        return digest(*(array_hash(o) for o in self.owners))
+
+    def data_hash(self) -> str:
+        """The system's data: samples, initial parameters and state, rate."""
+        return digest(array_hash(self.samples), array_hash(self.params), array_hash(self.state),
+                      np.float32(self.rate).tobytes())
+
+    def with_owners(self, owners) -> System:
+        out = replace(self, owners=tuple(np.asarray(o, np.int64).reshape(-1) for o in owners))
+        out.validate()
+        return out
+
+    def with_shares(self, shares) -> System:
+        return self.with_owners(split(self.samples.shape[0], shares, origin=self.origin))
+
+    def evenly(self, n_owners: int) -> System:
+        """``n_owners`` contiguous shares as equal as possible (the first ones one larger)."""
+        n = self.samples.shape[0]
+        if n_owners < 1:
+            raise StudioError(f"--owners {n_owners}: at least one owner", field="--owners")
+        q, r = divmod(n, n_owners)
+        return self.with_shares([q + (1 if i < r else 0) for i in range(n_owners)])
+
+
+def split(n: int, shares, *, origin: str = "<python>") -> list[np.ndarray]:
+    shares = [int(x) for x in shares]
+    if any(x < 0 for x in shares) or sum(shares) != n:
+        raise StudioError(f"shares {shares} add up to {sum(shares)}, the learner has {n} samples", file=origin,
+                          field="owners.shares", hint="one non-negative count per owner, adding up to the samples")
+    edges = np.cumsum([0, *shares])
+    return [np.arange(edges[i], edges[i + 1], dtype=np.int64) for i in range(len(shares))]
+
+
+def _vector(v, n: int, what: str, origin: str) -> np.ndarray:
+    a = np.asarray(v, np.float32).reshape(-1)
+    if a.size != n:
+        raise StudioError(f"{what} has {a.size} values, the learner declares {n}", file=origin,
+                          field=f"learner.{what}", hint=f"give {n} values")
+    return np.ascontiguousarray(a)
+
+
+# ------------------------------------------------------------------ the file
+def load_system(path: str | Path) -> System:
+    """A learner.toml (docs/learner.md), its programs and arrays resolved beside it."""
+    from .program import parse_program
+    p = Path(path)
+    if p.is_dir():
+        p = p / "learner.toml"
+    try:
+        raw = p.read_bytes()
+    except OSError as e:
+        raise StudioError(f"cannot read the learner file: {e.strerror or e}", file=str(p),
+                          hint="give a learner.toml (docs/learner.md)") from None
+    m = read_manifest(raw, str(p))
+    f = Fields(m.data, m.text, str(p))
+    f.known((), TOP)
+    f.known(("learner",), LEARNER_KEYS)
+    f.known(("combine",), COMBINE_KEYS)
+    f.known(("owners",), OWNER_KEYS)
+    base = p.resolve().parent
+    dims = {}
+    for key in ("k", "s", "m"):
+        v = f.get(("learner", key), int, required=True)
+        if v < (1 if key != "m" else 0):
+            raise f.error(("learner", key), f"{key} = {v} is too small", hint="k, s >= 1; m >= 0")
+        dims[key] = v
+    k, s, mm = dims["k"], dims["s"], dims["m"]
+    progs = {}
+    for key in ("contribution", "update"):
+        rel = f.get(("learner", key), str, required=True)
+        q = base / rel
+        try:
+            text = q.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as e:
+            raise f.error(("learner", key), f"cannot read the {key} program {rel}: {getattr(e, 'strerror', e) or e}",
+                          hint="a .assign file beside learner.toml (docs/assignment-programs.md)") from None
+        progs[key] = parse_program(text, origin=str(q))
+    params = _array_field(f, ("learner", "params"), base, k, default=np.zeros(k, np.float32))
+    state = _array_field(f, ("learner", "state"), base, mm, default=np.zeros(mm, np.float32))
+    srel = f.get(("learner", "samples"), str, required=True)
+    samples = _load(f, ("learner", "samples"), base / srel)
+    if samples.ndim != 2 or samples.shape[1] != s:
+        raise f.error(("learner", "samples"), f"{srel} has shape {samples.shape}, the learner needs (N, {s})",
+                      hint="one row per sample, s columns")
+    n = samples.shape[0]
+    owners = None
+    shares = f.get(("owners", "shares"), list)
+    arel = f.get(("owners", "assignment"), str)
+    if shares is not None and arel is not None:
+        raise f.error(("owners", "assignment"), "give owners.shares or owners.assignment, not both")
+    if shares is not None:
+        if not all(isinstance(x, int) and not isinstance(x, bool) for x in shares):
+            raise f.error(("owners", "shares"), "owners.shares must be integers", hint="e.g. shares = [40, 0, 24]")
+        if sum(shares) != n or any(x < 0 for x in shares):
+            raise f.error(("owners", "shares"), f"shares {shares} add up to {sum(shares)}, {srel} holds {n} samples",
+                          hint="one non-negative count per owner, adding up to the samples")
+        owners = split(n, shares, origin=str(p))
+    elif arel is not None:
+        a = _load(f, ("owners", "assignment"), base / arel)
+        if a.shape != (n,) or a.dtype.kind not in "iu" or (a.size and a.min() < 0):
+            raise f.error(("owners", "assignment"), f"{arel} must hold one owner number (>= 0) per sample ({n})",
+                          hint="an integer .npy of length N")
+        owners = [np.flatnonzero(a == o) for o in range(int(a.max()) + 1 if a.size else 1)]
+    tree = f.get(("combine", "tree"), str, default="canonical")
+    if tree not in TREES:
+        raise f.error(("combine", "tree"), f"unknown combine tree '{tree}'", hint="canonical or per-owner")
+    prec = f.get(("combine", "precision"), str, default="f32")
+    if prec not in PRECISIONS:
+        raise f.error(("combine", "precision"), f"unknown precision '{prec}'", hint="f32")
+    rate = f.get(("learner", "rate"), float, required=True)
+    if not math.isfinite(rate):
+        raise f.error(("learner", "rate"), f"rate {rate} is not finite")
+    steps = f.get(("learner", "steps"), int, default=10)
+    return System.build(k=k, s=s, m=mm, contribution=progs["contribution"], update=progs["update"], params=params,
+                        state=state, rate=rate, samples=samples, owners=owners, tree=tree, precision=prec,
+                        steps=steps, name=f.get(("learner", "name"), str, default=p.parent.name),
+                        summary=f.get(("learner", "summary"), str, default=""), origin=str(p))
+
+
+def _load(f: Fields, path: tuple[str, ...], file: Path) -> np.ndarray:
+    try:
+        return load_array(file)
+    except StudioError as e:
+        raise f.error(path, f"{file.name}: {e.message}", hint=e.hint) from None
+
+
+def _array_field(f: Fields, path, base: Path, n: int, *, default: np.ndarray) -> np.ndarray:
+    v = f.node(path)
+    if v is None:
+        return default
+    if isinstance(v, str):
+        a = _load(f, path, base / v)
+    elif isinstance(v, list) and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v):
+        a = np.asarray(v, np.float64)
+    else:
+        raise f.error(path, f"'{'.'.join(path)}' must be an array of numbers or a .npy file name")
+    if a.size != n:
+        raise f.error(path, f"'{'.'.join(path)}' has {a.size} values, the learner declares {n}", hint=f"give {n}")
+    return np.asarray(a, np.float32).reshape(-1)

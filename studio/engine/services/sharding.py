@@ -1,0 +1,38 @@
+"""The sharding use case: the report of a workflow — or of a learner — on R replicas
+(docs/bf16.md). The CLI and the Studio call it through the device worker (``HANDLERS``), so the
+rules are written once: a workflow's numbers come only from ops proven on this GPU profile
+(studio/engine/sharding/report.py); a learner runs through its own programs and combine tree
+(studio/engine/sharding/learner.py)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..context import Context
+from ..sharding.report import report_lines, shard_report
+
+HANDLERS = {"shard_report": "studio.engine.services.sharding:handle_shard_report"}
+
+
+def is_learner(path: str | Path) -> bool:
+    p = Path(path)
+    return (p.is_dir() and (p / "learner.toml").is_file()) or p.name == "learner.toml"
+
+
+def shard_report_json(ctx: Context, path: str, replicas: int, *, allow_unverified: bool = False,
+                      steps: int | None = None, progress=None) -> dict:
+    if is_learner(path):
+        from ..learner.system import load_system
+        from ..sharding.learner import learner_lines, learner_run
+        system = load_system(path)
+        run = learner_run(system, replicas, steps)
+        ok = all(m.get("bitwise_steps", m["steps"]) == m["steps"] for m in run.nodes.values())
+        return run.to_json() | {"kind": "learner", "file": str(path), "name": system.name, "ok": ok,
+                                "warnings": [run.warning] if run.warning else [],
+                                "lines": learner_lines(system.name, run)}
+    rep = shard_report(ctx, path, replicas, allow_unverified=allow_unverified, progress=progress)
+    return rep.to_json() | {"kind": "workflow", "lines": report_lines(rep)}
+
+
+def handle_shard_report(req, *, path: str, replicas: int, allow_unverified: bool = False, steps: int | None = None):
+    return shard_report_json(req.ctx, path, replicas, allow_unverified=allow_unverified, steps=steps,
+                             progress=req.progress)

@@ -1,0 +1,47 @@
+// core/nn/conv1d_bf16_weight_grad@1: bf16 1-D convolution's weight gradient, contracting the batch: dw[o,c,j] = rnd(sum_b,i dy[b,o,i] x[b,c,i+j]).
+// bf16 tensors are array<f32>: each word holds a bf16 in its high half (docs/bf16.md), so reading is exact;
+// products of two bf16 are exact in f32; the sum is f32; the one rounding to bf16 is bf16_round.
+struct Params {
+    b: u32,
+    c: u32,
+    n: u32,
+    o: u32,
+    k: u32,
+    m: u32,
+    s: u32,
+}
+
+@group(0) @binding(0) var<storage, read> x: array<f32>;
+@group(0) @binding(1) var<storage, read> dy: array<f32>;
+@group(0) @binding(2) var<storage, read_write> dw: array<f32>;
+@group(0) @binding(3) var<uniform> p: Params;
+
+// bf16 rounding by bit operations (docs/bf16.md). A bf16 lives in the HIGH half of a 32-bit word
+// with the low half zero, so a bf16 binding is declared array<f32> and read as it is. Every value a
+// kernel stores into a bf16 binding goes through bf16_round: round to nearest, ties to even, NaN
+// kept and made quiet; a carry runs into the exponent (to inf past the largest bf16). The bf16 ops'
+// kernels carry this function verbatim (tests/test_bf16_device.py checks the copies).
+fn bf16_round(v: f32) -> f32 {
+    let b = bitcast<u32>(v);
+    if ((b & 0x7fffffffu) > 0x7f800000u) {
+        return bitcast<f32>((b | 0x00400000u) & 0xffff0000u);
+    }
+    return bitcast<f32>((b + 0x7fffu + ((b >> 16u) & 1u)) & 0xffff0000u);
+}
+
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let i = gid.x + gid.y * nwg.x * 64u;
+    // one invocation per output dw[oi, ci, j]: one f32 sum over the whole batch, rounded once
+    if (i >= p.o * p.c * p.k) { return; }
+    let j = i % p.k;
+    let ci = (i / p.k) % p.c;
+    let oi = i / (p.k * p.c);
+    var acc = 0.0;
+    for (var bi = 0u; bi < p.b; bi = bi + 1u) {
+        for (var t = 0u; t < p.m; t = t + 1u) {
+            acc = acc + dy[(bi * p.o + oi) * p.m + t] * x[(bi * p.c + ci) * p.n + p.s * t + j];
+        }
+    }
+    dw[i] = bf16_round(acc);
+}

@@ -1,0 +1,16 @@
+// One invocation per element: y[i] = x[i] * x[i].
+struct Params {
+    n: u32,
+}
+
+@group(0) @binding(0) var<storage, read> x: array<f32>;
+@group(0) @binding(1) var<storage, read_write> y: array<f32>;
+@group(0) @binding(2) var<uniform> p: Params;
+
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    // linear index; also correct if the dispatch is folded into 2-D for large n
+    let i = gid.x + gid.y * nwg.x * 64u;
+    if (i >= p.n) { return; }
+    y[i] = x[i] * x[i];
+}

@@ -1,0 +1,23 @@
+"""Reference: y[i] = max(x[i], ..., x[i + w - 1]), the first of equal maxima (as the kernel's strict '>')."""
+import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
+
+
+def argmax(x, *, w):
+    """Offset in [0, w) of the selected element of each window (the first maximum)."""
+    windows = sliding_window_view(np.asarray(x), int(w))
+    return np.argmax(windows, axis=-1).astype(np.int64)
+
+
+def forward(x, *, w):
+    x = np.asarray(x)
+    k = argmax(x, w=w)
+    return x[np.arange(k.shape[0]) + k]
+
+
+def kinks(x, *, w, h):
+    """True where moving every input by at most h can change which element is the maximum."""
+    windows = np.sort(sliding_window_view(np.asarray(x, dtype=np.float64), int(w)), axis=-1)
+    if int(w) < 2:
+        return np.zeros(windows.shape[0], dtype=bool)
+    return windows[:, -1] - windows[:, -2] <= 2 * h

@@ -1,0 +1,130 @@
+"""Editing conventions (issue 13): controls change only on purpose — the mouse wheel over an
+unfocused dropdown or spin box scrolls the notebook and never edits the op; a focused one still
+steps as usual; "− remove" removes only what is selected; a device-VJP field the backward no
+longer uses stays in view (an error in it never points at a hidden field)."""
+from __future__ import annotations
+
+from PySide6.QtCore import QPoint, QPointF, Qt
+from PySide6.QtGui import QWheelEvent
+from PySide6.QtWidgets import QApplication, QComboBox, QSpinBox
+
+from studio.app.background import Background
+from studio.app.document_view import DocumentView
+from studio.app.documents import create_from_template, open_package
+from studio.app.worker_bridge import DeviceWorkers
+from studio.engine.context import Context
+
+
+def wheel(widget, steps: int = -1) -> QWheelEvent:
+    """A real wheel turn (one notch = 120) over the middle of ``widget``, delivered as Qt does."""
+    local = QPointF(widget.width() / 2, widget.height() / 2)
+    glob = QPointF(widget.mapToGlobal(QPoint(int(local.x()), int(local.y()))))
+    ev = QWheelEvent(local, glob, QPoint(0, 0), QPoint(0, 120 * steps), Qt.MouseButton.NoButton,
+                     Qt.KeyboardModifier.NoModifier, Qt.ScrollPhase.NoScrollPhase, False)
+    QApplication.sendEvent(widget, ev)
+    return ev
+
+
+def open_view(qtbot, tmp_path, template="windowed_median", name="wm"):
+    doc = open_package(create_from_template(template, tmp_path, name, "me"))
+    view = DocumentView(doc, DeviceWorkers(), Background(), ctx=Context.open(), authored=True)
+    qtbot.addWidget(view)
+    view.checker.timer.setInterval(10**7)                   # no device worker in these tests
+    view.resize(1000, 600)
+    view.show()
+    qtbot.waitExposed(view)
+    return view
+
+
+def access_combo(view, row: int = 0) -> QComboBox:
+    table = view.notebook.cell("bindings").table
+    return table.table.cellWidget(row, 4)
+
+
+def test_the_wheel_over_an_unfocused_dropdown_scrolls_the_notebook(qtbot, tmp_path):
+    view = open_view(qtbot, tmp_path)
+    doc, nb = view.doc, view.notebook
+    nb.scroll.ensureWidgetVisible(nb.cell("bindings").table, 0, 0)
+    qtbot.wait(50)
+    box = access_combo(view)
+    bindings_before, text_before = doc.field("bindings.text"), box.currentText()
+    assert text_before == "read" and not doc.dirty and not box.hasFocus()
+    bar = nb.scroll.verticalScrollBar()
+    at = bar.value()
+    for _ in range(3):
+        wheel(box, -1)                                        # scroll down over the combo
+    assert box.currentText() == text_before                   # the dropdown did not change
+    assert doc.field("bindings.text") == bindings_before and not doc.dirty
+    assert bar.value() > at                                   # the notebook scrolled instead
+    # the same over a spin box (the kernel's workgroup size) and a plain dropdown (tolerance class)
+    for w in (nb.cell("kernel").workgroup, nb.cell("tolerance").kind, nb.cell("reference").precision):
+        nb.scroll.ensureWidgetVisible(w, 0, 50)
+        before = w.value() if isinstance(w, QSpinBox) else w.currentText()
+        wheel(w, -1)
+        wheel(w, 1)
+        wheel(w, 1)
+        assert (w.value() if isinstance(w, QSpinBox) else w.currentText()) == before
+        assert w.focusPolicy() == Qt.FocusPolicy.StrongFocus        # a wheel turn does not focus it
+    assert not doc.dirty and doc.field("bindings.text") == bindings_before
+
+
+def test_a_focused_dropdown_still_steps_with_the_wheel(qtbot, tmp_path):
+    """The control: the wheel event above is one Qt acts on — on a control the user chose."""
+    view = open_view(qtbot, tmp_path)
+    box = view.notebook.cell("tolerance").kind
+    view.activateWindow()
+    box.setFocus(Qt.FocusReason.MouseFocusReason)
+    qtbot.waitUntil(box.hasFocus, timeout=3000)
+    before = box.currentText()
+    wheel(box, -1)
+    assert box.currentText() != before                        # stepped on purpose ...
+    assert view.doc.dirty and view.doc.field("tolerance.class") != "exact"   # ... and written through
+
+
+def test_an_unguarded_dropdown_would_have_changed(qtbot):
+    """The failing control: without the guard the same wheel event edits a dropdown."""
+    box = QComboBox()
+    box.addItems(["read", "read_write", ""])
+    qtbot.addWidget(box)
+    box.show()
+    qtbot.waitExposed(box)
+    wheel(box, -1)
+    assert box.currentText() == "read_write"
+
+
+def test_remove_removes_only_the_selected_row(qtbot, tmp_path):
+    view = open_view(qtbot, tmp_path)
+    cell = view.notebook.cell("bindings")
+    before = cell.table.rows()
+    assert not cell.table.remove_button.isEnabled()           # nothing selected: nothing to remove
+    cell.table.remove_button.click()
+    assert cell.table.rows() == before and not view.doc.dirty
+    cell.table.table.selectRow(1)
+    assert cell.table.remove_button.isEnabled()
+    qtbot.mouseClick(cell.table.remove_button, Qt.MouseButton.LeftButton)
+    assert cell.table.rows() == [before[0], before[2]]
+    assert "@binding(1) y" not in view.doc.field("bindings.text")
+
+
+def test_device_vjp_fields_never_hide_behind_another_rung(qtbot, tmp_path):
+    view = open_view(qtbot, tmp_path)
+    bw = view.notebook.cell("backward")
+    assert bw.device_box.isVisibleTo(bw) and not bw.device_unused.isVisibleTo(bw)
+    # switch the rule to route: the device-VJP fields remain in op.toml, so they remain in view
+    bw.rules.set_cell(0, 1, "route")
+    assert "route(" in view.doc.field("backward.text")
+    assert view.doc.field("backward.invocations") == "n"
+    assert bw.device_box.isVisibleTo(bw) and bw.device_unused.isVisibleTo(bw)
+    assert bw.device_invocations.isVisibleTo(bw) and bw.device_invocations.text() == "n"
+    # an error the checker finds in one of them lands in a visible, editable field
+    bw.device_invocations.setFocus()
+    qtbot.keyClicks(bw.device_invocations, " +")
+    assert view.doc.field("backward.invocations") == "n +"
+    # or remove them, in one edit (one undo step)
+    depth = view.undo_stack.count()
+    qtbot.mouseClick(bw.device_remove, Qt.MouseButton.LeftButton)
+    assert all(view.doc.field(k) is None for k in ("backward.invocations", "backward.bindings", "backward.tolerance"))
+    assert not bw.device_box.isVisibleTo(bw)
+    assert view.undo_stack.count() == depth + 1
+    view.undo_stack.undo()
+    assert view.doc.field("backward.invocations") == "n +" and bw.device_box.isVisibleTo(bw)

@@ -1,0 +1,122 @@
+"""The Studio's publishing parts, as real widgets (pytest-qt, offscreen): the Publish dialog with
+the license validated as you type and the missing public-bar fields; the card view; Fork; the Ring
+panel browsing, fetching, trusting and re-verifying through a real device worker."""
+import os
+
+import pytest
+from conftest import MEDIAN, copy_package
+
+from studio.app.publish import CardView, PublishDialog, RingPanel
+from studio.app.publish.dialogs import publishing_workers
+from studio.engine.context import Context
+from studio.engine.contract.package import load_package
+from studio.engine.publish.metadata import read_fields
+from studio.engine.services import publishing
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+
+@pytest.fixture
+def gui_ctx(_isolated_home, hosts):
+    return Context.open(hosts=hosts)          # the GUI process's context: no device here
+
+
+@pytest.fixture
+def workers():
+    w = publishing_workers(None)
+    yield w
+    w.close()
+
+
+def test_license_is_validated_as_you_type(qtbot, pkg_copy, gui_ctx):
+    dlg = PublishDialog(load_package(pkg_copy()), ctx=gui_ctx, profile="unknown")
+    qtbot.addWidget(dlg)
+    dlg.visibility.setCurrentText("workspace")
+    dlg.license.clear()
+    assert not dlg.publish_button.isEnabled() and "only stay private" in dlg.license_status.text()
+    qtbot.keyClicks(dlg.license, "Apachee-2.0")
+    assert "did you mean Apache-2.0" in dlg.license_status.text() and not dlg.publish_button.isEnabled()
+    dlg.license.setText("GPL-2.0")
+    assert "GPL-2.0-only" in dlg.license_status.text()
+    dlg.license.setText("MIT OR Apache-2.0")
+    assert dlg.license_status.text().startswith("✓") and dlg.publish_button.isEnabled()
+
+
+def test_public_lists_every_missing_field(qtbot, pkg_copy, gui_ctx):
+    dlg = PublishDialog(load_package(pkg_copy()), ctx=gui_ctx, profile="unknown")
+    qtbot.addWidget(dlg)
+    assert dlg.missing.count() == 0                     # private: the bar is not asked
+    dlg.visibility.setCurrentText("public")
+    items = [dlg.missing.item(k).text() for k in range(dlg.missing.count())]
+    assert [i.split(":")[0] for i in items] == ["signature", "examples", "conformance receipt", "gradcheck receipt"]
+    assert not dlg.publish_button.isEnabled() and "4 field(s) missing" in dlg.status.text()
+
+
+def test_publish_dialog_publishes_through_the_device_worker(qtbot, pkg_copy, gui_ctx, workers):
+    root = pkg_copy()
+    dlg = PublishDialog(load_package(root), ctx=gui_ctx, profile="unknown", workers=workers)
+    qtbot.addWidget(dlg)
+    dlg.visibility.setCurrentText("workspace")
+    with qtbot.waitSignal(dlg.finished, timeout=240_000):
+        qtbot.mouseClick(dlg.publish_button, __import__("PySide6.QtCore", fromlist=["Qt"]).Qt.MouseButton.LeftButton)
+    assert load_package(root).contract.visibility == "workspace"
+    assert any("private → workspace" in line for line in dlg.result_lines)
+
+
+def test_card_view_shows_the_card_as_html(qtbot, pkg_copy, gui_ctx):
+    view = CardView()
+    qtbot.addWidget(view)
+    card = view.show_package(load_package(pkg_copy()), ctx=gui_ctx, profile="unknown")
+    assert (card["source"], card["trust"]["level"], card["badge"]) == ("user", "unverified", "exact")
+    text = view.toPlainText()
+    assert "user/demo/windowed_median@1" in text and "unverified" in text and "Lineage" in text
+
+
+def test_fork_from_the_studio_records_lineage(qtbot, pkg_copy, gui_ctx, tmp_path):
+    from studio.app.publish.dialogs import fork_current
+
+    class Win:                                      # fork_current needs only ctx (and open_path, if any)
+        ctx = gui_ctx
+    src = load_package(pkg_copy())
+    forked = fork_current(Win(), src, "user/me/median@1")
+    assert read_fields(forked).forked_from.hash == src.hash
+
+
+def test_ring_panel_browses_fetches_trusts_and_reverifies(qtbot, tmp_path, gui_ctx, workers):
+    a_home = tmp_path / "A"
+    a = Context.open(home=a_home, hosts=gui_ctx.hosts)
+    root = copy_package(MEDIAN, a_home / "ops" / "wm")
+    a.trust.record_authored(load_package(root).hash, path=root.resolve())
+    ring = tmp_path / "ring"
+    publishing.ring_add(a, "shared", str(ring))
+    publishing.publish(a, load_package(root), visibility="workspace", profile_id="none-here")
+    publishing.publish_to_ring(a, load_package(root), "shared")
+
+    panel = RingPanel(gui_ctx, workers=workers)
+    qtbot.addWidget(panel)
+    panel.name.setText("shared")
+    panel.url.setText(str(ring))
+    panel.buttons["Add ring"].click()
+    assert panel.table.rowCount() == 1 and panel.table.item(0, 1).text() == "user/demo/windowed_median@1"
+    panel.buttons["Fetch"].click()
+    assert "every file matches the index" in panel.status.text() and "untrusted" in panel.status.text()
+    panel.buttons["Re-verify"].click()                      # untrusted: refused, nothing runs
+    qtbot.waitUntil(lambda: "refused" in panel.status.text(), timeout=240_000)
+    assert "not trusted" in panel.status.text()
+    panel.buttons["Trust"].click()
+    panel.buttons["Re-verify"].click()
+    qtbot.waitUntil(lambda: "trust: " in panel.status.text() or "refused" in panel.status.text(), timeout=240_000)
+    assert "trust: verified" in panel.status.text(), panel.status.text()
+
+
+def test_the_main_window_has_the_publish_menu(qtbot):
+    from studio.app.window import MainWindow
+    from studio.app.worker_bridge import DeviceWorkers
+    win = MainWindow(workers=DeviceWorkers(), offer_recovery=False, restore_session=False)
+    qtbot.addWidget(win)
+    try:
+        assert [a.text() for a in win.publish_menu.actions()] == ["Publish…", "Card", "Fork…", "Ring panel"]
+        assert win.ring_dock.widget() is win.ring_panel
+    finally:
+        win.shutdown()
+        win.publish_workers.close()

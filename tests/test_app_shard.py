@@ -1,0 +1,64 @@
+"""The Studio's sharding panel (studio/app/shard_view.py), offscreen with pytest-qt: a learner's
+report through the real device worker, a workflow's report shown node by node with the divisor
+warning, a failure shown as a message, and the panel in the main window's Tools menu."""
+from conftest import REPO
+
+from studio.app.shard_view import ShardPanel
+from studio.engine.services.sharding import shard_report_json
+
+WORKFLOW = REPO / "studio" / "resources" / "workflows" / "bf16_conv.toml"
+
+
+def test_a_learner_report_runs_in_the_worker(qtbot):
+    panel = ShardPanel()
+    qtbot.addWidget(panel)
+    panel.choice.setCurrentText("learner: least_squares_momentum")
+    panel.replicas.setValue(3)
+    panel.run()
+    qtbot.waitUntil(lambda: panel.report is not None, timeout=120_000)
+    labels = [panel.table.item(r, 2).text() for r in range(panel.table.rowCount())]
+    assert labels == ["exact under sharding", "exact at rnd = id", "rounded per replica"]
+    assert "3 replicas is not a power of two" in panel.warning.text()
+    assert "every claim verified" in panel.status.text()
+
+
+def test_a_workflow_report_is_shown_node_by_node(qtbot, ctx, device):
+    panel = ShardPanel()
+    qtbot.addWidget(panel)
+    data = shard_report_json(ctx, str(WORKFLOW), 3, allow_unverified=True)
+    panel.show_report(data)
+    rows = {panel.table.item(r, 0).text(): [panel.table.item(r, c).text() for c in range(5)]
+            for r in range(panel.table.rowCount())}
+    assert set(rows) == {"conv", "conv_s2", "dx", "dx_s2", "dw", "dw_s2"}
+    assert rows["dx"][2] == "exact under sharding" and "3/3 replicas bit for bit" in rows["dx"][4]
+    assert rows["dw"][2] == "rounded per replica" and "ulp" in rows["dw"][4] and "rnd = id: 0" in rows["dw"][4]
+    assert all(r[3] == "yes" for r in rows.values())
+    assert "conv, conv_s2, dx, dx_s2, dw, dw_s2" in panel.warning.text()
+    data4 = shard_report_json(ctx, str(WORKFLOW), 4, allow_unverified=True)
+    panel.show_report(data4)
+    assert panel.warning.text() == ""
+
+
+def test_a_failing_report_says_why(qtbot, tmp_path):
+    panel = ShardPanel()
+    qtbot.addWidget(panel)
+    panel.add_path(REPO / "studio" / "resources" / "learners" / "least_squares_momentum")
+    panel.replicas.setValue(5)
+    panel.run()
+    qtbot.waitUntil(lambda: panel.status.text() == "the report failed", timeout=120_000)
+    assert "do not split into 5 equal replica shares" in panel.text.toPlainText()
+    assert panel.run_button.isEnabled()
+
+
+def test_the_window_offers_the_sharding_panel(qtbot):
+    from studio.app.window import MainWindow
+    from studio.app.worker_bridge import DeviceWorkers
+    win = MainWindow(workers=DeviceWorkers(), offer_recovery=False)
+    qtbot.addWidget(win)
+    try:
+        act = next(a for a in win.tools_menu.actions() if a.text() == "&Sharding report…")
+        assert win.shard_dock.isHidden()
+        act.trigger()
+        assert not win.shard_dock.isHidden() and isinstance(win.shard_dock.widget(), ShardPanel)
+    finally:
+        win.shutdown()

@@ -1,0 +1,84 @@
+"""Owners on Dask distributed (docs/learner.md "Owners"): every shipped example trains with 1, 2, 3
+and 7 owners (worker processes of a real LocalCluster) and uneven splits, an owner with no sample
+among them, to parameters and state bitwise identical to an independent numpy implementation of
+the canonical tree; every owner applies the update to its own replica and the hashes agree after
+every step; a bit flipped on one owner stops the run naming the owners and the first differing
+slot; an existing cluster is used through its scheduler address."""
+import numpy as np
+import pytest
+from learner_reference import bits, independent_run
+
+from studio.engine.errors import StudioError
+from studio.engine.learner.owners import Disagreement, start_cluster
+from studio.engine.learner.run import learn
+from studio.engine.learner.system import load_system
+from studio.engine.resources import ROOT
+
+EXAMPLES = ("least_squares_momentum", "logistic_adam", "online_mean", "kmeans_pull", "perceptron")
+STEPS = 3
+
+
+@pytest.fixture(scope="module")
+def client():
+    cluster, client = start_cluster(7, memory_limit="512MiB")
+    yield client
+    client.close()
+    cluster.close()
+
+
+def placements(n, rng):
+    yield "1 owner", [np.arange(n)]
+    yield "2 owners, uneven", [np.arange(0, 5), np.arange(5, n)]
+    yield "3 owners, one empty", [np.arange(0, n // 3), np.arange(0), np.arange(n // 3, n)]
+    a = rng.integers(0, 7, n)
+    a[:3] = 6                                        # owner 6 holds the first samples
+    yield "7 owners, interleaved", [np.flatnonzero(a == o) for o in range(7)]
+
+
+@pytest.mark.parametrize("name", EXAMPLES)
+def test_the_examples_train_to_the_same_bits_on_any_owners(client, name):
+    system = load_system(ROOT / "learners" / name)
+    want_p, want_s = independent_run(system, STEPS)
+    rng = np.random.default_rng(len(name))
+    for label, owners in placements(system.samples.shape[0], rng):
+        res = learn(system.with_owners(owners), client=client, steps=STEPS)
+        assert (bits(res.params) == bits(want_p)).all(), label
+        assert (bits(res.state) == bits(want_s)).all(), label
+        assert len(res.records) == STEPS and all(r.agreed and len(set(r.hashes)) == 1 for r in res.records)
+        assert res.records[-1].shares == [o.size for o in owners]
+        assert len(set(res.records[-1].owners)) == len(owners)        # one worker process per owner
+
+
+def test_the_shipped_split_and_the_steps_of_the_file(client):
+    system = load_system(ROOT / "learners" / "least_squares_momentum")
+    assert system.shares == [50, 31, 0, 15]
+    res = learn(system, client=client, steps=2)
+    assert [r.step for r in res.records] == [1, 2] and res.records[0].metric > res.records[1].metric
+
+
+def test_a_flipped_bit_on_one_owner_stops_the_run_naming_the_owners_and_the_slot(client):
+    system = load_system(ROOT / "learners" / "logistic_adam")            # k = 3, m = 8
+    with pytest.raises(Disagreement) as e:
+        learn(system, client=client, steps=4, inject={"owner": 2, "step": 2, "slot": 1})
+    assert (e.value.step, e.value.owners, e.value.slot) == (2, (0, 2), 1)
+    assert "owner 0 and owner 2 disagree: first differing slot 1 (parameter 1)" in e.value.message
+    with pytest.raises(Disagreement, match=r"first differing slot 7 \(state word 4\)"):
+        learn(system, client=client, steps=4, inject={"owner": 1, "step": 1, "slot": 7})
+    seen = []
+    learn(system, client=client, steps=2, on_step=seen.append)            # without the flip: agreement
+    assert [r.agreed for r in seen] == [True, True]
+
+
+def test_an_existing_cluster_through_its_scheduler_address(client):
+    system = load_system(ROOT / "learners" / "online_mean")
+    want, _ = independent_run(system, 2)
+    res = learn(system, scheduler=client.scheduler.address, steps=2)
+    assert (bits(res.params) == bits(want)).all()
+    with pytest.raises(StudioError, match="cannot reach the Dask scheduler"):
+        learn(system, scheduler="tcp://127.0.0.1:9", steps=1)
+
+
+def test_more_owners_than_workers_is_refused(client):
+    system = load_system(ROOT / "learners" / "online_mean")
+    with pytest.raises(StudioError, match="8 owners asked for, the cluster has 7 workers"):
+        learn(system, client=client, owners=8, steps=1)

@@ -1,0 +1,77 @@
+"""A pipeline as the contribution (docs/learner.md "A pipeline as the contribution"): the contribution
+of one sample (a recording: the story's spiky signal at its own seed) is the reverse-mode gradient of
+the training workflow's loss — trainable gain, offset and FIR taps before the user's windowed median
+— through every op's declared VJP on the device. It trains data-parallel: owners (Dask worker
+processes, each with its own device context) give the same bits for 1 and 2 owners, the same bits as
+the tree over gradients computed here, and the loss falls."""
+import numpy as np
+import pytest
+from learner_reference import bits, independent_tree
+
+from studio.engine.learner.owners import start_cluster
+from studio.engine.learner.pipeline import pipeline_system
+from studio.engine.learner.run import learn
+from studio.engine.proof.gradcheck import gradcheck
+from studio.engine.proof.receipts import write_gradcheck_receipt
+from studio.engine.resources import ROOT
+
+OPS = ("core/signal/fir@1", "core/math/multiply@1", "core/math/add@1", "user/demo/windowed_median@1",
+       "core/reduce/mse@1")
+SEEDS = [3, 11, 5, 8]
+STEPS = 2
+
+
+@pytest.fixture(scope="module")
+def setup(module_ctx, tmp_path_factory):
+    """Passing gradcheck receipts for the pipeline's VJPs, sealed with the key of a user data
+    folder the owners open too; the shipped training workflow at a CI size."""
+    home = module_ctx.trust.home
+    receipts = tmp_path_factory.mktemp("gradcheck")
+    for op in OPS:
+        pkg = module_ctx.catalog.resolve(op)
+        rep = gradcheck(module_ctx, pkg)
+        assert rep.verdict == "pass", (op, rep.why)
+        write_gradcheck_receipt(pkg, rep, receipts, seal=module_ctx.seal)
+    wf = tmp_path_factory.mktemp("wf") / "train_median.toml"
+    text = (ROOT / "workflows" / "train_median.toml").read_text()
+    assert "n = 60000" in text
+    wf.write_text(text.replace("n = 60000", "n = 256"))
+    cluster, client = start_cluster(2, memory_limit="2GiB")
+    yield {"home": home, "receipts": receipts, "wf": wf, "client": client}
+    client.close()
+    cluster.close()
+
+
+def system(setup, module_ctx, **kw):
+    return pipeline_system(setup["wf"], SEEDS, rate=0.5, receipts=setup["receipts"], home=setup["home"],
+                           allow_unverified=True, ctx=module_ctx, steps=STEPS, **kw)
+
+
+def test_the_median_pipeline_trains_data_parallel_to_the_same_bits(setup, module_ctx):
+    one = system(setup, module_ctx)
+    assert (one.k, one.s, one.m) == (7, 1, 0)                # gain, offset, 5 taps; a sample is a seed
+    r2 = learn(one.with_shares([1, 3]), client=setup["client"], steps=STEPS)      # two owners, uneven
+    # the same tree over gradients computed in this process, with this process's device
+    rule = one.contribution.use(module_ctx)
+    p = one.params.copy()
+    for _ in range(STEPS):
+        rows = rule.contributions(p, one.samples)
+        mean = independent_tree(rows, 0, len(SEEDS)) / np.float32(len(SEEDS))
+        p = (p - np.float32(0.5) * mean).astype(np.float32)
+    assert (bits(r2.params) == bits(p)).all()
+    before = rule.losses(one.params, one.samples).mean()
+    after = rule.losses(r2.params, one.samples).mean()
+    assert after < before, (before, after)
+    assert all(r.agreed for r in r2.records)
+
+
+def test_a_workflow_without_a_loss_is_refused(setup, tmp_path):
+    from studio.engine.errors import StudioError
+    from studio.engine.learner.pipeline import WorkflowGradient
+    text = setup["wf"].read_text()
+    wf = tmp_path / "no_train.toml"
+    wf.write_text(text[:text.index("[train]")])
+    with pytest.raises(StudioError, match="no \\[train\\] section"):
+        WorkflowGradient(wf, ["signal.seed"])
+    with pytest.raises(StudioError, match="the workflow has no step 'sig'"):
+        WorkflowGradient(setup["wf"], ["sig.seed"])

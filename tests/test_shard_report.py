@@ -1,0 +1,126 @@
+"""The sharding report on real data (studio/engine/sharding/report.py; docs/bf16.md): the six bf16
+node kinds of the shipped workflow, each run on the whole batch and on R shards on the device.
+Per-example nodes match their shards bit for bit; the bf16 weight gradients differ from the
+whole-batch node by a reported, non-zero amount; at rnd = id that difference is exactly zero.
+Negative controls: a per-example op that looks at another example, and an unproven op."""
+import json
+import shutil
+
+import pytest
+from conftest import BUILTINS, REPO, copy_package
+
+from studio.engine.contract.package import load_package
+from studio.engine.errors import StudioError
+from studio.engine.proof.conformance import conform
+from studio.engine.proof.receipts import make_receipt, write_receipt
+from studio.engine.sharding.kinds import EXACT, ROUNDED
+from studio.engine.sharding.report import report_lines, shard_report
+
+SIX = ["conv1d_bf16", "conv1d_bf16_strided", "conv1d_bf16_input_vjp", "conv1d_bf16_input_vjp_strided",
+       "conv1d_bf16_weight_grad", "conv1d_bf16_weight_grad_strided"]
+SHIPPED = REPO / "studio" / "resources" / "workflows" / "bf16_conv.toml"
+
+
+@pytest.fixture(scope="module")
+def proven(module_ctx, tmp_path_factory):
+    """The shipped workflow beside copies of its six ops, each with a receipt earned here."""
+    root = tmp_path_factory.mktemp("bf16wf")
+    text = SHIPPED.read_text()
+    for name in SIX:
+        dst = root / "ops" / name
+        shutil.copytree(BUILTINS / name, dst, ignore=shutil.ignore_patterns("receipts", "__pycache__"))
+        module_ctx.trust.trust(load_package(dst))
+        pkg = load_package(dst)
+        rep = conform(module_ctx, pkg)
+        assert rep.ok
+        write_receipt(pkg, make_receipt(pkg, rep), module_ctx.seal)
+        text = text.replace(f'op = "core/nn/{name}@1"', f'op = "./ops/{name}"')
+    shutil.copytree(SHIPPED.parent / "bf16_conv", root / "bf16_conv")
+    (root / "bf16_conv.toml").write_text(text)
+    return root
+
+
+def nodes(rep):
+    return {n.name: n for n in rep.nodes}
+
+
+@pytest.mark.parametrize("replicas", [2, 3, 4])
+def test_the_six_kinds_classified_and_measured(module_ctx, proven, replicas):
+    rep = shard_report(module_ctx, proven / "bf16_conv.toml", replicas)
+    print("\n".join(report_lines(rep)))
+    by = nodes(rep)
+    for name in ("conv", "conv_s2", "dx", "dx_s2"):
+        n = by[name]
+        assert n.kind.label == EXACT and n.verified
+        (out,) = n.outputs.values()
+        assert out["replica_equals_shard"] == [True] * replicas
+        assert out["difference"]["max"] == 0.0 and out["difference"]["nonzero"] == 0
+    for name in ("dw", "dw_s2"):
+        n = by[name]
+        assert n.kind.label == ROUNDED and n.verified
+        out = n.outputs["dw"]
+        assert out["den_f32"]["max"] == 0.0 and out["den_f32"]["nonzero"] == 0     # rnd = id: zero, exactly
+        assert out["den"]["nonzero"] > 0 and out["device"]["nonzero"] > 0          # bf16: not zero
+        assert 0 < out["device"]["mean_ulps"] < out["device"]["max_ulps"]
+        assert 0 < out["device"]["max_rel"] < 1
+    assert rep.ok
+
+
+def test_on_one_replica_nothing_differs(module_ctx, proven):
+    rep = shard_report(module_ctx, proven / "bf16_conv.toml", 1)
+    for n in rep.nodes:
+        for out in n.outputs.values():
+            for key in ("difference", "device", "den", "den_f32"):
+                if key in out:
+                    assert out[key]["max"] == 0.0
+    assert rep.warnings == []
+
+
+def test_a_replica_count_that_is_no_power_of_two_warns_and_names_the_nodes(module_ctx, proven):
+    rep = shard_report(module_ctx, proven / "bf16_conv.toml", 3)
+    (w,) = rep.warnings
+    assert "3 replicas is not a power of two" in w and "conv, conv_s2, dx, dx_s2, dw, dw_s2" in w
+    fails = nodes(rep)["dx"].divisor["dx"]
+    assert fails["scale"] == 3 and 0 < fails["fails"] <= fails["elements"]
+    assert shard_report(module_ctx, proven / "bf16_conv.toml", 4).warnings == []
+    assert nodes(shard_report(module_ctx, proven / "bf16_conv.toml", 2))["dx"].divisor == {}
+
+
+def test_a_batch_that_does_not_split_is_refused(module_ctx, proven):
+    with pytest.raises(StudioError, match="does not split into 5 equal shards"):
+        shard_report(module_ctx, proven / "bf16_conv.toml", 5)
+
+
+def test_an_unproven_op_is_refused(module_ctx, proven, tmp_path):
+    shutil.copytree(proven, tmp_path / "wf")
+    shutil.rmtree(tmp_path / "wf" / "ops" / "conv1d_bf16" / "receipts")
+    with pytest.raises(StudioError, match="no valid conformance receipt"):
+        shard_report(module_ctx, tmp_path / "wf" / "bf16_conv.toml", 2)
+
+
+def test_a_per_example_op_that_reads_another_example_is_caught(module_ctx, proven, tmp_path):
+    """It declares per_example, yet adds example 0's first sample to every output: on shard r its
+    example 0 is another one than the whole batch's, so the replicas differ from their shards."""
+    shutil.copytree(proven, tmp_path / "wf")
+    bad = tmp_path / "wf" / "ops" / "conv1d_bf16"
+    shutil.rmtree(bad)
+    copy_package(BUILTINS / "conv1d_bf16", bad, {"forward.wgsl": [
+        ("y[i] = bf16_round(acc);", "y[i] = bf16_round(acc + x[0]);")]})
+    module_ctx.trust.trust(load_package(bad))
+    rep = shard_report(module_ctx, tmp_path / "wf" / "bf16_conv.toml", 2, allow_unverified=True)
+    conv = nodes(rep)["conv"]
+    assert conv.verified is False and conv.outputs["y"]["replica_equals_shard"] == [True, False]
+    assert not rep.ok and any("DIFFERS" in line for line in report_lines(rep))
+
+
+def test_the_cli_prints_the_report_and_its_json(module_ctx, proven, monkeypatch, capsys):
+    from studio.cli import main
+    monkeypatch.setenv("SCELLIS_HOME", str(module_ctx.trust.home))
+    assert main(["shard-report", str(proven / "bf16_conv.toml"), "--replicas", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "exact under sharding" in out and "rounded per replica" in out and "warning: 3 replicas" in out
+    assert main(["shard-report", str(proven / "bf16_conv.toml"), "--replicas", "2", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["ok"] and data["replicas"] == 2 and len(data["nodes"]) == 6
+    assert main(["shard-report", str(proven / "bf16_conv.toml"), "--replicas", "5"]) == 2
+    assert "does not split" in capsys.readouterr().err
