@@ -65,9 +65,10 @@ def cold_start(which: str) -> tuple[float, dict]:
 
 def rows(engine, quick: bool, margin: float) -> list[dict]:
     runs = 2 if quick else 5
-    cold_start("studio")                                  # the first start fills the OS page cache
+    if not quick:
+        cold_start("studio")                              # the first start fills the OS page cache
     studio = [cold_start("studio") for _ in range(runs)]
-    bare = [cold_start("bare") for _ in range(runs)]
+    bare = [cold_start("bare") for _ in range(1 if quick else runs)]
     t, info = min(studio, key=lambda r: r[0])
     tb = min(b[0] for b in bare)
     assert info["windows_shown"] >= 1, info

@@ -14,7 +14,7 @@ from .timing import best, row
 
 TARGET = 1.0
 # measured ratios on lavapipe (docs/performance.md), times the margin in --quick
-BASELINE = {"user/demo/windowed_median@1": 15.0, "user/demo/windowed_median_fast@1": 12.0}
+BASELINE = {"user/demo/windowed_median@1": 5.0, "user/demo/windowed_median_fast@1": 1.0}
 
 
 def _spiky_reference(engine):

@@ -385,12 +385,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tolerance", type=_positive, help="override the declared gradient tolerance (writes no receipt)")
     p.add_argument("--no-receipt", action="store_true", help="do not write receipts/gradcheck/<hash>.json")
     p.set_defaults(fn=cmd_gradcheck)
-    from .cli_workflow import add_commands
-    add_commands(sub)          # workflow run|verify|show, train
-    from . import cli_learn, cli_publish, cli_shard
-    cli_publish.add_commands(sub)   # publish, card, fork, ring
-    cli_learn.add_commands(sub)     # learn
-    cli_shard.add_commands(sub)     # shard-report
+    from . import cli_learn, cli_publish, cli_shard, cli_workflow
+    for front in (cli_workflow, cli_publish, cli_learn, cli_shard):   # workflow/train, publish/card/fork/ring, learn, shard-report
+        front.add_commands(sub)
     return ap
 
 

@@ -69,3 +69,16 @@ def test_resharding_keeps_every_sample_exactly_once():
     assert after.shares == [30 + 9, 0 + 8, 35 + 8]
     assert sorted(np.concatenate(after.owners).tolist()) == list(range(90))
     assert after.owners[0][:30].tolist() == list(range(30))             # survivors keep what they held
+
+
+def test_under_the_per_owner_tree_a_fault_is_said_to_change_the_contract(client):
+    import dataclasses
+
+    from studio.engine.learner import combine
+    system = dataclasses.replace(load_system(ROOT / "learners" / "online_mean"), tree="per-owner").with_shares([20, 20, 10])
+    on_step, killed = killer(client, owner=2, after=1, n_owners=3)
+    events = []
+    res = learn(system, client=client, steps=3, on_step=on_step, on_event=events.append)
+    assert killed and res.step == 3 and res.system.shares == [25, 25]
+    assert combine.contract_hash(res.system) != combine.contract_hash(system)
+    assert any(f"the contract is {combine.contract_hash(res.system)[:16]}" in e for e in events), events

@@ -82,3 +82,19 @@ def test_more_owners_than_workers_is_refused(client):
     system = load_system(ROOT / "learners" / "online_mean")
     with pytest.raises(StudioError, match="8 owners asked for, the cluster has 7 workers"):
         learn(system, client=client, owners=8, steps=1)
+
+
+def test_the_per_owner_tree_on_dask_is_the_partition_s_program(client):
+    import dataclasses
+
+    from studio.engine.learner import combine
+    system = dataclasses.replace(load_system(ROOT / "learners" / "least_squares_momentum"), tree="per-owner")
+    a, b = system.with_shares([50, 31, 0, 15]), system.with_shares([5, 91])
+    ra, rb = learn(a, client=client, steps=STEPS), learn(b, client=client, steps=STEPS)
+    for s, r in ((a, ra), (b, rb)):                           # each is its own partition's program, exactly
+        p, st = s.params, s.state
+        for _ in range(STEPS):
+            p, st, _ = combine.local_step(s, p, st)
+        assert (bits(r.params) == bits(p)).all()
+    assert combine.contract_hash(a) != combine.contract_hash(b)
+    assert r.records[-1].agreed

@@ -75,3 +75,53 @@ def test_a_workflow_without_a_loss_is_refused(setup, tmp_path):
         WorkflowGradient(wf, ["signal.seed"])
     with pytest.raises(StudioError, match="the workflow has no step 'sig'"):
         WorkflowGradient(setup["wf"], ["sig.seed"])
+
+
+def pipeline_file(setup, folder, *, k=7, bind='["signal.seed"]'):
+    np.save(folder / "seeds.npy", np.array(SEEDS, np.float32).reshape(-1, 1))
+    p = folder / "learner.toml"
+    p.write_text(f"""[learner]
+name = "median_pipeline"
+k = {k}
+s = 1
+m = 0
+rate = 0.5
+steps = {STEPS}
+contribution = {{ workflow = "{setup['wf']}", bind = {bind}, receipts = "{setup['receipts']}", allow_unverified = true }}
+update = "sgd.assign"
+samples = "seeds.npy"
+
+[owners]
+shares = [3, 1]
+""")
+    (folder / "sgd.assign").write_text("for i in 0..k: param[i] := param[i] - rate * mean[i]\n")
+    return p
+
+
+def test_the_pipeline_learner_as_a_file_on_the_command_line(setup, module_ctx, tmp_path, monkeypatch, capsys):
+    import re
+
+    from studio.cli import main
+    from studio.engine.learner.system import load_system
+    monkeypatch.setenv("SCELLIS_HOME", str(setup["home"]))        # the owners judge the receipts with this key
+    path = pipeline_file(setup, tmp_path)
+    s = load_system(path)
+    assert (s.k, s.shares) == (7, [3, 1]) and s.params.tolist() == pytest.approx([1, 0, .2, .2, .2, .2, .2])
+    want = learn(s, client=setup["client"], steps=STEPS)
+    assert main(["learn", str(path), "--owners", "2", "--steps", str(STEPS)]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"final parameter hash ([0-9a-f]{64})", out).group(1) == want.params_hash
+    assert len([ln for ln in out.splitlines() if ln.startswith("step ") and "agree" in ln]) == STEPS
+
+
+def test_a_pipeline_file_with_the_wrong_sizes_is_refused(setup, tmp_path, monkeypatch):
+    from studio.engine.errors import StudioError
+    from studio.engine.learner.system import load_system
+    with pytest.raises(StudioError, match="sealed with another key"):        # this test's own user: no receipts
+        load_system(pipeline_file(setup, tmp_path))
+    monkeypatch.setenv("SCELLIS_HOME", str(setup["home"]))
+    with pytest.raises(StudioError, match=r"k = 6, the workflow's trainable sources \(gain, offset, taps\) hold 7"):
+        load_system(pipeline_file(setup, tmp_path, k=6))
+    with pytest.raises(StudioError, match="bind names 2 step parameters, a sample has s = 1 words") as e:
+        load_system(pipeline_file(setup, tmp_path, bind='["signal.seed", "signal.n"]'))
+    assert e.value.line == 8

@@ -261,3 +261,15 @@ def test_a_reduction_nest_too_large_to_hold_is_refused_not_a_memory_error():
               k=100_000, s=1)
     with pytest.raises(StudioError, match="needs 10,000,000,000 values at once"):
         evaluate(b, np.zeros((1, 200_001), np.float32))
+
+
+def test_a_parallel_assignment_in_pieces_reads_only_the_frame_before_it(monkeypatch):
+    """The outermost loop in pieces must not see the writes of an earlier piece (a shift whose
+    values are views of the frame itself)."""
+    b = bound("for i in 1..k: param[i] := param[i - 1]\nfor i in 0..k - 1: state[i] := param[i + 1]",
+              role="update", k=50, m=49)
+    f = np.arange(slot_width("update", 50, 0, 49), dtype=np.float32)[None]
+    whole = evaluate(b, f)
+    assert whole[0, :50].tolist() == [0.0] + list(range(49))
+    monkeypatch.setattr(evaluate_module, "BUDGET", 7)
+    assert evaluate(b, f).tobytes() == whole.tobytes()

@@ -201,3 +201,12 @@ def test_saturated_logistic_samples_agree_and_overflowed_slots_are_counted_not_h
     rep = agree(b, f, device=device)
     assert rep.ok, rep.describe()
     assert 0 < rep.unbounded_slots < rep.bounded_slots and "unbounded" in rep.describe()
+
+
+@pytest.mark.parametrize("name, s, m", [("least_squares_momentum", 10**6 + 1, 10**6),
+                                        ("logistic_adam", 10**6 + 1, 2 * 10**6 + 2), ("online_mean", 10**6, 0),
+                                        ("kmeans_pull", 1000, 0), ("perceptron", 10**6 + 1, 0)])
+def test_every_example_compiles_within_lavapipes_loop_count_at_a_million_parameters(name, s, m):
+    for role in ("contribution", "update"):
+        kern = compile_wgsl(example(name, role, 10**6, s, m))
+        assert kern.iterations <= LOOP_BUDGET and kern.unroll in (16, 64, 128, 256), (role, kern.unroll)

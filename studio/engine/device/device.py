@@ -137,6 +137,7 @@ def choose_adapter(wgpu, *, allow_opengl: bool | None = None):
 
 
 CLEAR_SHADER = "clear_workgroup.wgsl"
+SPARE_BYTES = 64 << 20          # buffers kept for reuse (Device.give_back), per device
 CLEAR_PATIENCE = (2_000, 8_000) + (60_000,) * 6     # laps of 32 polls (~1 us a lap on lavapipe)
 
 
@@ -186,6 +187,8 @@ class Device:
         self.profile = GpuProfile(info, wgpu.__version__, limits)
         self._modules: dict[str, object] = {}
         self._pipelines: dict[tuple, object] = {}
+        self._spare: dict[tuple[int, int], list] = {}   # buffers given back, by (size, usage)
+        self._spare_bytes = 0
         if isolate_workgroups is None:
             isolate_workgroups = not zeroes_workgroup_memory(self.profile)
         self.isolates_workgroups = bool(isolate_workgroups)
@@ -264,6 +267,28 @@ class Device:
                                    "descriptor's type") from None
         hit = self._pipelines[key] = (pipe, layouts)
         return hit
+
+    # -------------------------------------------------------------- buffers
+    def buffer(self, size: int, usage):
+        """A buffer of ``size`` bytes and ``usage``: one given back by an earlier call when there is
+        one, else a new one. A reused buffer holds what it held: the caller overwrites all of it
+        (the executor writes inputs whole and clears outputs), so nothing of one call reaches the
+        next. Fresh device memory costs page faults (2-3 ms for 4 MB on lavapipe); reuse does not."""
+        spares = self._spare.get((size, int(usage)))
+        if spares:
+            self._spare_bytes -= size
+            return spares.pop()
+        return self.device.create_buffer(size=size, usage=usage)
+
+    def give_back(self, buffers) -> None:
+        """Buffers whose work is complete (their results were read), for ``buffer`` to reuse; past
+        SPARE_BYTES in all they are destroyed instead."""
+        for b in buffers:
+            if self._spare_bytes + b.size > SPARE_BYTES:
+                b.destroy()
+                continue
+            self._spare.setdefault((b.size, int(b.usage)), []).append(b)
+            self._spare_bytes += b.size
 
     # -------------------------------------------------------------- isolation
     def isolate(self, owner: str) -> None:

@@ -149,6 +149,7 @@ def dispatch(program: KernelProgram, prepared: list[tuple[dict, dict, dict]], *,
     max_groups = device.profile.limits.get("max-compute-workgroups-per-dimension", 65535)
     enc = dev.create_command_encoder()
     pending = []
+    used: list = []                   # storage buffers, given back to the device once read
     for at, (env, shapes, inputs) in enumerate(prepared):
         if pipes:
             pipe, layouts = pipes[at]
@@ -162,22 +163,29 @@ def dispatch(program: KernelProgram, prepared: list[tuple[dict, dict, dict]], *,
                 size = len(data)
             elif b.name in inputs:
                 arr = inputs[b.name]          # contiguous (_as_dtype): uploaded from its own memory, no copy
-                raw = arr.reshape(-1).view(np.uint8) if arr.nbytes else b"\0" * 4
-                buf = dev.create_buffer_with_data(data=raw, usage=wgpu.BufferUsage.STORAGE)
-                size = len(raw)
+                raw = arr.reshape(-1).view(np.uint8) if arr.nbytes else np.zeros(4, np.uint8)
+                if raw.nbytes % 4:            # queue writes come in whole words
+                    raw = np.concatenate([raw, np.zeros(-raw.nbytes % 4, np.uint8)])
+                buf = device.buffer(raw.nbytes, wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_DST)
+                dev.queue.write_buffer(buf, 0, raw)          # the whole buffer: nothing earlier is left
+                size = raw.nbytes
+                used.append(buf)
             else:
                 count = b.element_count(env)
-                usage = wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC
+                usage = wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC | wgpu.BufferUsage.COPY_DST
                 if guard:
                     words = np.full(max(count, 1) + CANARY_WORDS, poison(b.dtype), dtype=np.uint32)
                     words[count:] = CANARY_WORD
-                    buf = dev.create_buffer_with_data(data=words, usage=usage)
+                    buf = device.buffer(words.nbytes, usage)
+                    dev.queue.write_buffer(buf, 0, words)
                     size = nbytes = words.nbytes
-                else:                         # WebGPU zero-fills a new buffer: nothing to upload
+                else:                         # zeroed, as a new WebGPU buffer is
                     size = nbytes = max(count, 1) * 4
-                    buf = dev.create_buffer(size=nbytes, usage=usage)
-                staging = dev.create_buffer(size=nbytes, usage=wgpu.BufferUsage.MAP_READ | wgpu.BufferUsage.COPY_DST)
+                    buf = device.buffer(nbytes, usage)
+                    enc.clear_buffer(buf)
+                staging = device.buffer(nbytes, wgpu.BufferUsage.MAP_READ | wgpu.BufferUsage.COPY_DST)
                 reads.append((b, count, buf, staging))
+                used += [buf, staging]
             entries.setdefault(b.group, []).append({"binding": b.binding, "resource": {"buffer": buf, "offset": 0, "size": size}})
         invocations = int(program.invocations.eval(env))
         groups = -(-invocations // program.workgroup_size)
@@ -203,7 +211,7 @@ def dispatch(program: KernelProgram, prepared: list[tuple[dict, dict, dict]], *,
         res = Result(outputs={}, env=env)
         for b, count, buf, staging in reads:
             staging.map_sync(wgpu.MapMode.READ)
-            words = np.frombuffer(staging.read_mapped(), dtype=np.uint32).copy()
+            words = np.frombuffer(staging.read_mapped(copy=False), dtype=np.uint32).copy()  # one copy
             staging.unmap()
             body = words[:count]
             if guard:
@@ -220,4 +228,5 @@ def dispatch(program: KernelProgram, prepared: list[tuple[dict, dict, dict]], *,
                                            "(studio/resources/shaders/bf16.wgsl; docs/bf16.md)")
                 res.outputs[b.name] = values.reshape(shapes[b.name])
         results.append(res)
+    device.give_back(used)
     return results

@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import StudioError
-from .slots import Bound, check
+from .slots import Bound, affine, check
 from .syntax import INT, Assign, Bin, Call, Int, Let, LetRef, Num, Read, Reduce, Size, ToF32, Unary, Var
 
 BUDGET = 1 << 22
@@ -83,6 +83,8 @@ class _Run:
         for sc in pieces:                               # all values first: one parallel assignment
             shape = (self.rows,) + tuple(h - l for _, l, h in sc)
             vals = np.broadcast_to(self.ev(st.expr, sc), shape).reshape(self.rows, -1)
+            if np.may_share_memory(vals, self.cur):   # a view of the frame: keep the values before any write
+                vals = vals.copy()
             slots = self.slots(st.target, sc, shape[1:]).reshape(-1)
             results.append((slots, vals))
         for slots, vals in results:
@@ -117,8 +119,7 @@ class _Run:
         if isinstance(e, Read):
             if e.index is None:
                 return self.cur[:, self.lay.views[e.view][0]].reshape((self.rows,) + (1,) * d)
-            idx = self.lay.views[e.view][0] + self.ev(e.index, scope)[0]
-            return self.cur[:, idx]
+            return self.read(e, scope)
         if isinstance(e, ToF32):
             return self.ev(e.operand, scope).astype(np.float32)
         if isinstance(e, Unary):
@@ -136,6 +137,22 @@ class _Run:
         if isinstance(e, Reduce):
             return self.reduce(e, scope)
         raise TypeError(f"cannot evaluate {e!r}")       # pragma: no cover
+
+    def read(self, e: Read, scope) -> np.ndarray:
+        """Slots over the loop axes: a strided view where the index is one variable times c > 0
+        (no copy: the common param[j], sample[j]), else a gather."""
+        base = self.lay.views[e.view][0]
+        c, co = affine(e.index, self.sizes)
+        if len(co) == 1:
+            (v, step), = co.items()
+            p = next(i for i, (name, _, _) in enumerate(scope) if name == v)
+            _, lo, hi = scope[p]
+            if step > 0:
+                first = base + c + step * lo
+                shape = [self.rows] + [1] * len(scope)
+                shape[p + 1] = hi - lo
+                return self.cur[:, first:first + step * (hi - lo):step].reshape(shape)
+        return self.cur[:, base + self.ev(e.index, scope)[0]]
 
     def call(self, e: Call, scope) -> np.ndarray:
         xs = [self.ev(a, scope) for a in e.args]

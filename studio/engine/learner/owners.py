@@ -210,12 +210,10 @@ class Owners:
                                    key=f"learner-{step}-hash-owner{o}-{os.urandom(4).hex()}"))
         self._wait([*hashes, mean], step)
         try:
-            got = c.gather(hashes)
+            *got, (params, state), mu = c.gather([*hashes, new[0], mean])      # one round trip
             self._replicas = new
             if len(set(got)) > 1:
                 self._disagree(step, got)
-            params, state = c.gather(new[0])
-            mu = c.gather(mean)
         except StudioError:
             raise
         except Exception:                                    # a worker died between the wait and the gather
@@ -256,7 +254,7 @@ def connect(address: str):
     """A client of an existing cluster (``--scheduler tcp://HOST:PORT``)."""
     from distributed import Client
     try:
-        return Client(address, timeout=10)
+        return Client(address, timeout=5)
     except (OSError, TimeoutError) as e:
         raise StudioError(f"cannot reach the Dask scheduler at {address}: {e}", field="--scheduler",
                           hint="start one with `dask scheduler` and workers with `dask worker ADDRESS`") from None

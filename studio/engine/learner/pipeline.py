@@ -57,7 +57,7 @@ class WorkflowGradient:
         self.__dict__.update(d)
         self._ctx = None
 
-    def use(self, ctx) -> "WorkflowGradient":
+    def use(self, ctx) -> WorkflowGradient:
         """Compute in this process with ``ctx`` (an open Context) instead of opening one."""
         self._ctx = ctx
         return self

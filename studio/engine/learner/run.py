@@ -122,6 +122,9 @@ def learn(system: System, *, client=None, owners: int | None = None, scheduler: 
                 records = [r for r in records if r.step <= step]
                 event(f"{e.message}; resuming from the {src} at step {step} on {len(survivors)} owner(s), "
                       f"shares {system.shares}")
+                if system.tree == "per-owner":
+                    event(f"the per-owner tree names the partition: from here on the contract is "
+                          f"{combine.contract_hash(system)[:16]} (a different floating-point program)")
                 team = Owners(client, survivors)
                 team.load(system, params, state)
                 continue

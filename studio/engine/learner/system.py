@@ -259,7 +259,11 @@ def load_system(path: str | Path) -> System:
         dims[key] = v
     k, s, mm = dims["k"], dims["s"], dims["m"]
     progs = {}
+    if isinstance(f.node(("learner", "contribution")), dict):          # a workflow's per-sample gradient
+        progs["contribution"] = _workflow_rule(f, base, k, s)
     for key in ("contribution", "update"):
+        if key in progs:
+            continue
         rel = f.get(("learner", key), str, required=True)
         q = base / rel
         try:
@@ -268,7 +272,9 @@ def load_system(path: str | Path) -> System:
             raise f.error(("learner", key), f"cannot read the {key} program {rel}: {getattr(e, 'strerror', e) or e}",
                           hint="a .assign file beside learner.toml (docs/assignment-programs.md)") from None
         progs[key] = parse_program(text, origin=str(q))
-    params = _array_field(f, ("learner", "params"), base, k, default=np.zeros(k, np.float32))
+    initial = getattr(progs["contribution"], "initial_params", None)
+    params = _array_field(f, ("learner", "params"), base, k,
+                          default=initial if initial is not None else np.zeros(k, np.float32))
     state = _array_field(f, ("learner", "state"), base, mm, default=np.zeros(mm, np.float32))
     srel = f.get(("learner", "samples"), str, required=True)
     samples = _load(f, ("learner", "samples"), base / srel)
@@ -308,6 +314,41 @@ def load_system(path: str | Path) -> System:
                         state=state, rate=rate, samples=samples, owners=owners, tree=tree, precision=prec,
                         steps=steps, name=f.get(("learner", "name"), str, default=p.parent.name),
                         summary=f.get(("learner", "summary"), str, default=""), origin=str(p))
+
+
+WORKFLOW_KEYS = ("workflow", "bind", "place", "receipts", "allow_unverified")
+
+
+def _workflow_rule(f: Fields, base: Path, k: int, s: int):
+    """``contribution = { workflow = "train.toml", bind = ["signal.seed"], place = "device" }``:
+    the workflow's per-sample gradient (pipeline.py); its trainable sources are the parameters."""
+    from .pipeline import WorkflowGradient
+    at = ("learner", "contribution")
+    f.known(at, WORKFLOW_KEYS)
+    rel = f.get((*at, "workflow"), str, required=True)
+    bind = f.get((*at, "bind"), list, required=True)
+    if not bind or not all(isinstance(b, str) and "." in b for b in bind):
+        raise f.error((*at, "bind"), "bind must list STEP.PARAM names, one per sample word", hint='["signal.seed"]')
+    if len(bind) != s:
+        raise f.error((*at, "bind"), f"bind names {len(bind)} step parameters, a sample has s = {s} words",
+                      hint="one STEP.PARAM per sample word")
+    place = f.get((*at, "place"), str, default="device")
+    if place not in ("device", "reference"):
+        raise f.error((*at, "place"), f"place '{place}' is not device or reference")
+    receipts = f.get((*at, "receipts"), str)
+    unverified = f.get((*at, "allow_unverified"), bool, default=False)
+    from ..home import studio_home
+    try:                                # the owners judge receipts with this user's key (this process's home)
+        rule = WorkflowGradient(base / rel, bind, place=place, allow_unverified=unverified, home=studio_home(),
+                                receipts=str(base / receipts) if receipts is not None else None)
+        initial = rule.initial()
+    except StudioError as e:
+        raise f.error((*at, "workflow"), f"{rel}: {e.message}", hint=e.hint) from None
+    if initial.size != k:
+        raise f.error(("learner", "k"), f"k = {k}, the workflow's trainable sources ({', '.join(rule.names)}) hold "
+                      f"{initial.size} values", hint=f"k = {initial.size}")
+    rule.initial_params = initial
+    return rule
 
 
 def _load(f: Fields, path: tuple[str, ...], file: Path) -> np.ndarray:

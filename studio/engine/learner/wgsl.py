@@ -140,6 +140,8 @@ class _Emitter:
         self.mixed = False
         self.written = np.zeros(bound.layout.width, bool)      # slots written by the statements so far
         self.literals: list[float] = []
+        self.seen: dict = {}                                   # read -> "in" | "out" | "" (mixed)
+        self.statement = 0
         self.lay, self.sizes = bound.layout, bound.layout.sizes
         self.statements = bound.program.statements
         self.lines: list[str] = []
@@ -163,7 +165,7 @@ class _Emitter:
             self.out("// out starts as the frame's writable slots")
             self.loop("t_copy", 0, b - a, True,
                       lambda: self.out(f"out[obase + u32(t_copy)] = frame_in[base + u32({a} + t_copy)];"))
-        for st in self.statements:
+        for self.statement, st in enumerate(self.statements):
             self.out(f"// {st}")
             if isinstance(st, Let):
                 self.out(f"let l_{st.name}: {'bool' if st.expr.ty == BOOL else 'f32'} = {self.ev(st.expr)};")
@@ -267,11 +269,14 @@ class _Emitter:
         form = self.form(r)
         lo, hi = span(form, self.scope)
         if not self.copy and not (hi < a or lo >= b):       # which of these slots were written before?
-            seen = self.written[slot_set(form, self.scope)] if _count(self.scope, form) <= 1 << 22 else \
-                self.written[lo:hi + 1]
-            if seen.all() and a <= lo and hi < b:
+            key = (form[0], tuple(form[1].items()), tuple(self.scope.get(v) for v in form[1]), self.statement)
+            if key not in self.seen:                           # (unrolled copies ask the same question)
+                seen = self.written[slot_set(form, self.scope)] if _count(self.scope, form) <= 1 << 22 else \
+                    self.written[lo:hi + 1]
+                self.seen[key] = "out" if seen.all() and a <= lo and hi < b else "in" if not seen.any() else ""
+            if self.seen[key] == "out":
                 return f"out[obase + u32({self.int_text(form, -a)})]"
-            if not seen.any():
+            if self.seen[key] == "in":
                 return f"frame_in[base + u32({self.int_text(form)})]"
             self.mixed = True
         if a <= lo and hi < b:

@@ -1,0 +1,149 @@
+"""Light and dark (issue 13 point 5): the Studio follows the application palette — a dark desktop
+palette gives dark cells and cards with light text (the bug: hard-coded white backgrounds made them
+unreadable), plots follow it too, and View ▸ Theme picks one. Measured on rendered pixels: a cell's
+or card's effective background is the most common colour of its grab, and its text colour must
+reach WCAG's 4.5:1 contrast against it. The old style sheet is kept as the failing control."""
+from __future__ import annotations
+
+import re
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from PySide6.QtGui import QColor, QPalette
+from PySide6.QtWidgets import QApplication, QLabel
+
+from studio.app import style
+from studio.app.theme import dark_palette, light_palette, refresh
+
+OLD_CSS = "\n".join([                     # what style.py installed before: fixed white cards and cells
+    'QFrame[cell="true"] { background: white; border: 1px solid #d6d6d6; border-radius: 6px; }',
+    'QFrame[card="true"] { background: white; border: 1px solid #dddddd; border-radius: 6px; }',
+    'QWidget#notebook_inner { background: #f4f5f7; }'])
+
+
+def luminance(c: QColor) -> float:
+    def ch(v):
+        v = v / 255
+        return v / 12.92 if v <= 0.03928 else ((v + 0.055) / 1.055) ** 2.4
+    return 0.2126 * ch(c.red()) + 0.7152 * ch(c.green()) + 0.0722 * ch(c.blue())
+
+
+def contrast(a: QColor, b: QColor) -> float:
+    la, lb = sorted((luminance(a), luminance(b)), reverse=True)
+    return (la + 0.05) / (lb + 0.05)
+
+
+def background_of(widget) -> QColor:
+    """The effective background: the most common pixel colour of the widget as rendered."""
+    img = widget.grab().toImage()
+    counts = Counter()
+    for y in range(2, img.height() - 2, 3):
+        for x in range(2, img.width() - 2, 3):
+            counts[img.pixel(x, y)] += 1
+    return QColor.fromRgb(counts.most_common(1)[0][0])
+
+
+def text_colour(widget) -> QColor:
+    label = next(w for w in widget.findChildren(QLabel) if w.text() and w.isVisibleTo(widget))
+    return label.palette().color(label.foregroundRole())
+
+
+def readability(widgets) -> list[tuple[str, float, float]]:
+    """(name, background lightness, contrast) of each widget's background against its text."""
+    out = []
+    for w in widgets:
+        bg = background_of(w)
+        out.append((w.objectName(), bg.lightnessF(), contrast(bg, text_colour(w))))
+    return out
+
+
+@pytest.fixture
+def window(qtbot):
+    from studio.app.window import MainWindow
+    from studio.app.worker_bridge import DeviceWorkers
+    app = QApplication.instance()
+    palette, sheet, style_name = QPalette(app.palette()), app.styleSheet(), app.style().name()
+    win = MainWindow(workers=DeviceWorkers(), offer_recovery=False)
+    qtbot.addWidget(win)
+    win.show()
+    yield win
+    for v in list(win.views):
+        win.close_view(v, discard=True)
+    win.shutdown()
+    app.setStyle(style_name)
+    app.setPalette(palette)
+    app.setStyleSheet(sheet)
+    refresh(app)
+
+
+def cells_and_cards(qtbot, win):
+    view = win.current() or win.open_story()
+    qtbot.waitUntil(lambda: len(win.catalog.cards) > 5, timeout=90_000)
+    cells = [view.notebook.cell(k) for k in ("op", "tolerance", "conformance")]
+    cards = list(win.catalog.cards.values())[:3]
+    for w in cells + cards:
+        w.setObjectName(w.objectName() or "card")
+    return cells, cards
+
+
+def test_a_dark_system_palette_gives_dark_readable_cells_and_cards(qtbot, window):
+    app = QApplication.instance()
+    cells, cards = cells_and_cards(qtbot, window)
+    app.setStyle("Fusion")
+    app.setPalette(dark_palette())                 # the desktop turned dark: the window follows by itself
+    qtbot.wait(50)
+    for name, lightness, ratio in readability(cells + cards):
+        assert lightness < 0.3, (name, lightness)
+        assert ratio >= 4.5, (name, ratio)
+    # the chips' colours switched to their dark variants too
+    assert style.colour("error") == style.TEXT["error"][1] and style.CHIPS["ok"][1][1] in app.styleSheet()
+    # failing control: the old fixed white backgrounds under the same dark palette are unreadable
+    app.setStyleSheet(OLD_CSS)
+    qtbot.wait(50)
+    bad = readability(cells + cards)
+    assert all(lightness > 0.9 and ratio < 2.0 for _n, lightness, ratio in bad), bad
+
+
+def test_the_light_palette_is_readable_too(qtbot, window):
+    app = QApplication.instance()
+    cells, cards = cells_and_cards(qtbot, window)
+    window.set_theme("light")
+    assert window.theme_actions["light"].isChecked() and not style.is_dark()
+    for name, lightness, ratio in readability(cells + cards):
+        assert lightness > 0.7 and ratio >= 4.5, (name, lightness, ratio)
+    assert app.palette().color(QPalette.ColorRole.Base) == light_palette().color(QPalette.ColorRole.Base)
+
+
+def test_view_theme_switches_plots_and_is_remembered(qtbot, window):
+    view = window.open_story()
+    plot = view.run_panel.plot
+    window.theme_actions["dark"].trigger()
+    assert style.is_dark()
+    assert plot.backgroundBrush().color().lightnessF() < 0.3
+    assert plot.getAxis("bottom").textPen().color().lightnessF() > 0.7
+    assert window.settings.value("theme") == "dark"
+    window.theme_actions["light"].trigger()
+    assert plot.backgroundBrush().color().lightnessF() > 0.9
+    assert plot.getAxis("bottom").textPen().color().lightnessF() < 0.3
+    window.theme_actions["system"].trigger()
+    assert window.theme.choice == "system"
+
+
+SHELL_FILES = ["window.py", "main.py", "catalog_panel.py", "catalog_scan.py", "session.py", "workflow_view.py",
+               "running.py", "proofs.py", "export.py", "menus.py", "welcome.py", "settings.py",
+               "panels/conformance.py", "panels/gradcheck.py", "panels/run.py", "panels/job.py"]
+FIXED_COLOUR = re.compile(r"(color|background)\s*:\s*(#[0-9a-fA-F]{3,8}|white|black)|background\s*=\s*\"[wk]\"|"
+                          r"GlobalColor\.|setConfigOptions\([^)]*background")
+
+
+def fixed_colours(text: str) -> list[str]:
+    return [m.group(0) for m in FIXED_COLOUR.finditer(text)]
+
+
+def test_no_fixed_colours_in_the_shell():
+    """Colours come from the palette (style.py, theme.py); plot series keep their hues on both."""
+    root = Path(__file__).resolve().parents[1] / "studio" / "app"
+    found = {f: fixed_colours((root / f).read_text()) for f in SHELL_FILES}
+    assert {f: v for f, v in found.items() if v} == {}
+    assert fixed_colours(OLD_CSS) and fixed_colours('pg.PlotWidget(background="w")')     # control
