@@ -37,6 +37,7 @@ def direct(forward_signal, n: int, seed: int, w: int) -> np.ndarray:
 
 
 def rows(engine, quick: bool, margin: float) -> list[dict]:
+    from studio.engine.errors import StudioError
     from studio.engine.resources import ROOT
     from studio.engine.services.workflows import prove_ops
     from studio.engine.workflow.plan import make_plan
@@ -58,7 +59,16 @@ def rows(engine, quick: bool, margin: float) -> list[dict]:
             unverified = []
         # --quick on a fresh user folder (CI) does not spend a minute proving: it runs unverified,
         # which skips regenerating the corpora the receipt check does (the row says so)
-        ours = lambda: run_workflow(engine.ctx, wf, allow_unverified=bool(unverified))
+        def ours():
+            for attempt in range(3):
+                try:
+                    return run_workflow(engine.ctx, wf, allow_unverified=bool(unverified))
+                except StudioError as e:
+                    # another process on this machine may re-earn a receipt under its own user folder
+                    # (same file name: one receipt per GPU profile): prove again, untimed, and rerun
+                    if unverified or "no valid conformance receipt" not in e.message or attempt == 2:
+                        raise
+                    prove_ops(engine.ctx, [s.pkg for s in make_plan(engine.ctx, wf).unverified])
         res = ours()
         got = np.asarray(res.arrays["smooth.y"])
         assert np.array_equal(got.view(np.uint32), want.view(np.uint32)), f"workflow with {op} differs"

@@ -9,7 +9,8 @@ from learner_reference import independent_run
 from PySide6.QtCore import Qt
 
 from studio.app.learner_view import LearnerPanel
-from studio.engine.learner.system import array_hash, load_system
+from studio.engine.learner.fingerprint import array_hash
+from studio.engine.learner.system import load_system
 from studio.engine.resources import ROOT
 
 
@@ -58,3 +59,18 @@ def test_the_window_offers_the_learner_panel(qtbot):
         assert not win.learner_dock.isHidden() and isinstance(win.learner_dock.widget(), LearnerPanel)
     finally:
         win.shutdown()
+
+
+def test_stop_ends_the_run_after_the_step_in_flight(qtbot):
+    panel = LearnerPanel()
+    qtbot.addWidget(panel)
+    panel.choice.setCurrentText("kmeans_pull")
+    panel.steps.setValue(500)
+    panel.relay.step.connect(lambda rec: panel.stop() if rec.step == 2 else None)
+    qtbot.mouseClick(panel.run_button, Qt.MouseButton.LeftButton)
+    assert panel.stop_button.isEnabled()
+    qtbot.waitUntil(lambda: panel.result is not None or panel.status.text().startswith(("error", "stopped")),
+                    timeout=180_000)
+    assert panel.result is not None, panel.status.text()
+    assert 2 <= panel.result.step < 500 and panel.steps_table.rowCount() == panel.result.step
+    assert not panel.stop_button.isEnabled() and panel.run_button.isEnabled()

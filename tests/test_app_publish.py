@@ -120,3 +120,26 @@ def test_the_main_window_has_the_publish_menu(qtbot):
     finally:
         win.shutdown()
         win.publish_workers.close()
+
+
+def test_publishing_from_the_window_updates_the_open_document(qtbot, pkg_copy):
+    from PySide6.QtCore import Qt
+
+    from studio.app.publish.dialogs import open_publish_dialog
+    from studio.app.window import MainWindow
+    from studio.app.worker_bridge import DeviceWorkers
+    root = pkg_copy()
+    win = MainWindow(workers=DeviceWorkers(), offer_recovery=False, restore_session=False)
+    qtbot.addWidget(win)
+    try:
+        view = win.open_path(root)
+        assert view is not None and not view.doc.dirty
+        dlg = open_publish_dialog(win)
+        dlg.visibility.setCurrentText("workspace")
+        with qtbot.waitSignal(dlg.accepted, timeout=240_000):
+            qtbot.mouseClick(dlg.publish_button, Qt.MouseButton.LeftButton)
+        assert 'visibility = "workspace"' in view.doc.text("op.toml") and not view.doc.dirty
+        assert view.doc.text("op.toml") == (root / "op.toml").read_text()
+    finally:
+        win.shutdown()
+        win.publish_workers.close()

@@ -6,7 +6,8 @@ import re
 from learner_reference import independent_run
 
 from studio.cli import main
-from studio.engine.learner.system import array_hash, load_system
+from studio.engine.learner.fingerprint import array_hash
+from studio.engine.learner.system import load_system
 from studio.engine.resources import ROOT
 
 

@@ -24,7 +24,9 @@ def client():
 
 
 def killer(client, owner: int, after: int, n_owners: int):
-    """on_step: after step ``after``, SIGKILL the worker process of ``owner`` (once)."""
+    """on_step: after step ``after``, SIGKILL the worker process of ``owner`` (once). Waits until the
+    nanny has brought back a worker an earlier test killed, so the owners are the ones named here."""
+    client.wait_for_workers(4, timeout=60)
     team = Owners.on(client, n_owners)
     pid = team.pids()[owner]
     done = []

@@ -9,8 +9,8 @@ import pytest
 from learner_reference import bits, independent_tree
 
 from studio.engine.learner.owners import start_cluster
-from studio.engine.learner.pipeline import pipeline_system
 from studio.engine.learner.run import learn
+from studio.engine.learner.system import pipeline_system
 from studio.engine.proof.gradcheck import gradcheck
 from studio.engine.proof.receipts import write_gradcheck_receipt
 from studio.engine.resources import ROOT

@@ -236,3 +236,11 @@ def test_ring_list_filters_by_query_and_fetch_by_hash(machines, tmp_path):
     assert again["status"] == "already here"
     with pytest.raises(StudioError, match="holds no"):
         publishing.ring_fetch(a, f"{row['id']}@{'f' * 12}", ring="local", to=tmp_path / "other")
+
+
+def test_an_unreachable_git_ring_is_refused_and_not_remembered(ctx, tmp_path):
+    with pytest.raises(StudioError, match="git fetch"):
+        publishing.ring_add(ctx, "nowhere", str(tmp_path / "missing.git"))
+    assert "nowhere" not in publishing.rings(ctx).all()
+    with pytest.raises(StudioError, match="no ring named"):
+        publishing.ring_fetch(ctx, "user/demo/windowed_median@1", ring="nowhere")

@@ -46,6 +46,7 @@ class LearnerPanel(QWidget):
         super().__init__(parent)
         self.system: System | None = None
         self.thread: threading.Thread | None = None
+        self.stopping = threading.Event()
         self.result = None
         self.relay = _Relay()
         self.relay.step.connect(self.add_step)
@@ -79,6 +80,11 @@ class LearnerPanel(QWidget):
         self.run_button.setToolTip("run the learner: one Dask worker process per owner")
         self.run_button.clicked.connect(self.run)
         row.addWidget(self.run_button)
+        self.stop_button = QPushButton("Stop")
+        self.stop_button.setToolTip("end the run after the step in flight")
+        self.stop_button.setEnabled(False)
+        self.stop_button.clicked.connect(self.stop)
+        row.addWidget(self.stop_button)
         lay.addLayout(row)
         self.info = QLabel()
         self.info.setWordWrap(True)
@@ -155,12 +161,15 @@ class LearnerPanel(QWidget):
         self._owners(system, [])
         self._clear()
         self.run_button.setEnabled(False)
+        self.stop_button.setEnabled(True)
+        self.stopping.clear()
+        self.result = None
         self.status.setText(f"starting {len(system.owners)} owner(s) on a local Dask cluster…")
-        relay = self.relay
+        relay, stopping = self.relay, self.stopping
 
         def work():
             try:
-                res = learn(system, steps=steps, on_step=relay.step.emit, on_event=relay.event.emit)
+                res = learn(system, steps=steps, on_step=relay.step.emit, on_event=relay.event.emit, stop=stopping)
             except Disagreement as e:
                 relay.failed.emit("stopped: " + e.format())
             except StudioError as e:
@@ -194,17 +203,23 @@ class LearnerPanel(QWidget):
             self.steps_table.setItem(r, c, QTableWidgetItem(text))
         self.status.setText(f"step {rec.step}: {rec.seconds:.3f} s")
 
+    def stop(self) -> None:
+        self.stopping.set()
+        self.status.setText("stopping after the step in flight…")
+
     def _event(self, text: str) -> None:
         self.status.setText(text)
 
     def _done(self, res) -> None:
         self.result = res
         self.run_button.setEnabled(True)
+        self.stop_button.setEnabled(False)
         self.status.setText(f"done: {res.step} steps on {len(res.system.owners)} owner(s); final parameter hash "
                             f"{res.params_hash}")
 
     def _failed(self, text: str) -> None:
         self.run_button.setEnabled(True)
+        self.stop_button.setEnabled(False)
         self.status.setText(text)
 
 

@@ -1,6 +1,8 @@
 """The Publish dialog, the card view, Fork, and the Publish menu (studio/app/publish/__init__.py)."""
 from __future__ import annotations
 
+from pathlib import Path
+
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import (
@@ -173,8 +175,24 @@ def open_publish_dialog(window, pkg: OpPackage | None = None) -> PublishDialog |
         return None
     dlg = PublishDialog(pkg, ctx=window.ctx, profile=profile_id(window), workers=window.publish_workers,
                         parent=window)
+    dlg.accepted.connect(lambda: reload_published(window, pkg.root))
     dlg.show()
     return dlg
+
+
+def reload_published(window, root) -> None:
+    """Publishing rewrote op.toml on disk: an open, unmodified document of that package takes the new
+    text as saved (so a later save cannot put the old visibility back), and the card is refreshed."""
+    root = Path(root).resolve()
+    text = (root / MANIFEST).read_text(encoding="utf-8")
+    for view in getattr(window, "views", []):
+        doc = view.doc
+        if doc.path is not None and Path(doc.path).resolve() == root and not doc.dirty:
+            doc.restore({**doc.files(), MANIFEST: text})
+            doc.mark_saved(doc.path)
+    dock = getattr(window, "card_dock", None)
+    if dock is not None and dock.isVisible():
+        show_card(window, load_package(root))
 
 
 def show_card(window, pkg: OpPackage | None = None) -> CardView | None:

@@ -15,7 +15,8 @@ import numpy as np
 from ..atomic import write_bytes
 from ..errors import StudioError
 from . import combine
-from .system import System, array_hash, digest
+from .fingerprint import array_hash, digest
+from .system import System
 
 FILE = "learner.checkpoint.json"
 FORMAT = "scellis.learner.checkpoint/v1"

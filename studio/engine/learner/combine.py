@@ -23,7 +23,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .system import System, digest
+from .fingerprint import digest
+from .system import System
 
 CANONICAL = ("binary tree over the global sample order 0..N-1: node[lo, lo+n) = node[lo, lo+p) + "
              "node[lo+p, lo+n), p the largest power of two below n; a leaf is one sample's contribution")

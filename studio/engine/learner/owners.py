@@ -20,7 +20,8 @@ import numpy as np
 
 from ..errors import StudioError
 from . import combine
-from .system import System, digest
+from .fingerprint import digest
+from .system import System
 
 WAIT_S = 0.25                    # how often a waiting driver looks for owners that died
 

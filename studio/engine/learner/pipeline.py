@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import StudioError
-from .system import System, digest
+from .fingerprint import digest
 
 SGD = "for i in 0..k: param[i] := param[i] - rate * mean[i]"
 
@@ -135,21 +135,3 @@ class WorkflowGradient:
             _, loss, _, _ = tr.forward(self._unflatten(np.asarray(params, np.float32), shapes))
             out.append(float(loss.array.reshape(-1)[0]))
         return np.asarray(out, np.float64)
-
-
-def pipeline_system(workflow: str | Path, seeds, *, bind=("signal.seed",), update: str = SGD, rate: float = 0.05,
-                    state=None, m: int = 0, shares=None, owners=None, steps: int = 10, receipts=None, home=None,
-                    place: str = "device", allow_unverified: bool = False, ctx=None) -> System:
-    """The learner whose contribution is ``workflow``'s per-sample gradient: one sample per seed
-    (``seeds``: (N,) or (N, len(bind))), the workflow's trainable sources as the initial parameters,
-    ``update`` an update program (default plain gradient descent)."""
-    from .program import parse_program
-    rule = WorkflowGradient(workflow, list(bind), receipts=receipts, home=home, place=place,
-                            allow_unverified=allow_unverified)
-    params = rule.initial(ctx)
-    samples = np.asarray(seeds, np.float32).reshape(-1, len(bind))
-    return System.build(k=params.size, s=samples.shape[1], m=m, contribution=rule,
-                        update=parse_program(update, origin="<pipeline update>"), params=params,
-                        state=np.zeros(m, np.float32) if state is None else state, rate=rate, samples=samples,
-                        owners=owners, shares=shares, name=Path(workflow).stem, steps=steps,
-                        summary=f"per-sample gradient of {Path(workflow).name}", origin=str(workflow))

@@ -12,8 +12,9 @@ import numpy as np
 from ..errors import StudioError
 from . import checkpoint as ckpt
 from . import combine
+from .fingerprint import array_hash, digest
 from .owners import OwnerLost, Owners, connect, start_cluster
-from .system import System, array_hash, digest
+from .system import System
 
 
 @dataclass
@@ -66,12 +67,13 @@ def reshard(system: System, lost: list[int]) -> System:
 def learn(system: System, *, client=None, owners: int | None = None, scheduler: str | None = None,
           checkpoint: str | Path | None = None, resume: bool = False, steps: int | None = None,
           checkpoint_every: int = 1, on_step=None, on_event=None, inject: dict | None = None,
-          max_faults: int = 3) -> LearnResult:
+          max_faults: int = 3, stop=None) -> LearnResult:
     """Run ``steps`` (the total to reach; default the system's) updates. ``client``: a Dask client
     to use (its first workers become the owners); else ``scheduler`` (an address); else a
     LocalCluster started here and closed at the end. ``owners``: that many owners in contiguous
     even shares (default: the system's own owners). ``inject``: {"owner", "step", "slot"} flips one
-    bit of that owner's update (to see the agreement check stop the run)."""
+    bit of that owner's update (to see the agreement check stop the run). ``stop``: a
+    threading.Event; once set, the run ends after the step in flight (checkpointed)."""
     total = int(steps if steps is not None else system.steps)
     events: list[str] = []
 
@@ -105,6 +107,12 @@ def learn(system: System, *, client=None, owners: int | None = None, scheduler: 
         records: list[StepRecord] = []
         faults = 0
         while step < total:
+            if stop is not None and stop.is_set():
+                if checkpoint is not None and last.step != step:
+                    last = ckpt.Checkpoint.of(system, step, params, state, metrics)
+                    ckpt.save(checkpoint, last)
+                event(f"stop asked: the run ends after step {step}")
+                break
             try:
                 out = team.step(step + 1, inject)
             except OwnerLost as e:

@@ -8,7 +8,6 @@ in the samples array); an owner's samples are a list of global indices, and toge
 lists are a partition of all samples (each exactly once)."""
 from __future__ import annotations
 
-import hashlib
 import math
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -19,6 +18,7 @@ from ..arrays import load_array
 from ..contract.manifest import read_manifest
 from ..errors import StudioError
 from ..workflow.toml_fields import Fields
+from .fingerprint import array_hash, digest
 
 TREES = ("canonical", "per-owner")
 PRECISIONS = ("f32",)
@@ -27,21 +27,6 @@ LEARNER_KEYS = ("name", "summary", "k", "s", "m", "rate", "steps", "contribution
                 "samples")
 COMBINE_KEYS = ("tree", "precision")
 OWNER_KEYS = ("shares", "assignment")
-
-
-def digest(*parts: bytes | str) -> str:
-    h = hashlib.sha256()
-    for p in parts:
-        b = p.encode("utf-8") if isinstance(p, str) else bytes(p)
-        h.update(len(b).to_bytes(8, "little"))
-        h.update(b)
-    return h.hexdigest()
-
-
-def array_hash(a: np.ndarray) -> str:
-    """sha256 of an array's dtype, shape and C-order bytes: the same bits give the same hash."""
-    a = np.ascontiguousarray(a)
-    return digest(str(a.dtype), repr(a.shape), a.tobytes())
 
 
 # ------------------------------------------------------------------ the two rules over programs
@@ -371,3 +356,22 @@ def _array_field(f: Fields, path, base: Path, n: int, *, default: np.ndarray) ->
     if a.size != n:
         raise f.error(path, f"'{'.'.join(path)}' has {a.size} values, the learner declares {n}", hint=f"give {n}")
     return np.asarray(a, np.float32).reshape(-1)
+
+
+def pipeline_system(workflow: str | Path, seeds, *, bind=("signal.seed",), update: str | None = None, rate: float = 0.05,
+                    state=None, m: int = 0, shares=None, owners=None, steps: int = 10, receipts=None, home=None,
+                    place: str = "device", allow_unverified: bool = False, ctx=None) -> System:
+    """The learner whose contribution is ``workflow``'s per-sample gradient: one sample per seed
+    (``seeds``: (N,) or (N, len(bind))), the workflow's trainable sources as the initial parameters,
+    ``update`` an update program (default plain gradient descent)."""
+    from .pipeline import SGD, WorkflowGradient
+    from .program import parse_program
+    rule = WorkflowGradient(workflow, list(bind), receipts=receipts, home=home, place=place,
+                            allow_unverified=allow_unverified)
+    params = rule.initial(ctx)
+    samples = np.asarray(seeds, np.float32).reshape(-1, len(bind))
+    return System.build(k=params.size, s=samples.shape[1], m=m, contribution=rule,
+                        update=parse_program(update or SGD, origin="<pipeline update>"), params=params,
+                        state=np.zeros(m, np.float32) if state is None else state, rate=rate, samples=samples,
+                        owners=owners, shares=shares, name=Path(workflow).stem, steps=steps,
+                        summary=f"per-sample gradient of {Path(workflow).name}", origin=str(workflow))

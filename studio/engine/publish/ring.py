@@ -81,9 +81,8 @@ class Rings:
             Path(target).mkdir(parents=True, exist_ok=True)
         rings = dict(self.all())
         rings[name] = {"kind": kind, "url": target}
+        self._ring(name, rings[name]).sync()     # one that cannot be reached is refused now, and not remembered
         write_text(self.path, json.dumps({"schema": CONFIG_SCHEMA, "rings": rings}, indent=2, sort_keys=True) + "\n")
-        ring = self.open(name)
-        ring.sync()                     # a ring that cannot be reached is reported now, not at publish time
         return rings[name]
 
     def open(self, name: str) -> "Ring":
@@ -92,7 +91,9 @@ class Rings:
             raise StudioError(f"no ring named {name!r}", field="--ring",
                               hint=("known rings: " + ", ".join(sorted(rings))) if rings else
                               "add one: scellis ring add NAME URL|PATH")
-        spec = rings[name]
+        return self._ring(name, rings[name])
+
+    def _ring(self, name: str, spec: dict) -> "Ring":
         if spec.get("kind") == "git":
             return GitRing(name, spec["url"], self.home / "rings" / name)
         return DirRing(name, Path(spec["url"]))
