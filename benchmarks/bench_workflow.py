@@ -3,7 +3,8 @@ signal -> clip -> windowed median (w = 7) -> 3-tap low-pass, through the engine'
 (plan with receipt checks, every step on the device, intermediates kept there, one readback,
 the record's digests), against the same computation written directly with numpy and scipy.
 The story op and the fast one are both run (the fast one by the same file with its op swapped).
-The cleaned outputs are asserted bitwise equal to the numpy/scipy pipeline's before timing."""
+The workflow's outputs (the cleaned signal, and the spike-free `clean` source its report
+compares against) are asserted bitwise equal to the numpy/scipy pipeline's before timing."""
 from __future__ import annotations
 
 import importlib.util
@@ -25,15 +26,17 @@ def _spiky_reference(engine):
     return mod.forward
 
 
-def direct(forward_signal, n: int, seed: int, w: int) -> np.ndarray:
-    """The workflow written directly: numpy signal, np.clip, scipy's median, numpy's low-pass."""
+def direct(forward_signal, spike_free, n: int, seed: int, w: int) -> tuple[np.ndarray, np.ndarray]:
+    """The workflow written directly: numpy signal, np.clip, scipy's median, numpy's low-pass;
+    and, as the workflow's `clean` source does for its report, the signal without its spikes."""
     from scipy.ndimage import median_filter
     x = forward_signal(n=n, seed=seed).astype(np.float32)
     x = np.clip(x, np.float32(-8.0), np.float32(8.0))
     h = w // 2
     y = median_filter(x, size=w, mode="nearest")[h:n - h]
     m = y.size - 2
-    return np.float32(0.25) * y[0:m] + np.float32(0.5) * y[1:m + 1] + np.float32(0.25) * y[2:m + 2]
+    smooth = np.float32(0.25) * y[0:m] + np.float32(0.5) * y[1:m + 1] + np.float32(0.25) * y[2:m + 2]
+    return smooth, spike_free(n, seed)
 
 
 def rows(engine, quick: bool, margin: float) -> list[dict]:
@@ -45,8 +48,9 @@ def rows(engine, quick: bool, margin: float) -> list[dict]:
     from studio.engine.workflow.spec import load_workflow
     text = (ROOT / "workflows" / "spike_removal.toml").read_text()
     fwd = _spiky_reference(engine)
-    peer_fn = lambda: direct(fwd, 1_000_000, 7, 7)
-    want = peer_fn()
+    from studio.engine.workflow.sources import spike_free_signal     # plain numpy (the same generator)
+    peer_fn = lambda: direct(fwd, spike_free_signal, 1_000_000, 7, 7)
+    want, want_clean = peer_fn()
     tp = best(peer_fn, 3 if quick else 5)
     out = []
     for op in BASELINE:
@@ -72,6 +76,8 @@ def rows(engine, quick: bool, margin: float) -> list[dict]:
         res = ours()
         got = np.asarray(res.arrays["smooth.y"])
         assert np.array_equal(got.view(np.uint32), want.view(np.uint32)), f"workflow with {op} differs"
+        clean = np.asarray(res.arrays["clean"])
+        assert np.array_equal(clean.view(np.uint32), want_clean.view(np.uint32)), "the clean source differs"
         times = []
         for _ in range(3 if quick else 5):
             res = ours()

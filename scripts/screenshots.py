@@ -1,5 +1,6 @@
 #!/usr/bin/env python
-"""Write a PNG screenshot of each Studio panel to docs/screenshots/ (used by the README).
+"""Write a PNG screenshot of each Studio panel to docs/screenshots/ (used by the README), in the
+light theme (NAME.png) and the dark one (NAME-dark.png).
 
 Drives the user's story through the real GUI and the real device worker: a new op from the
 template, the first-draft guard failing conformance at n = w, a compile error in the problems
@@ -37,7 +38,7 @@ def main(argv=None) -> int:
     from studio.figures import qt_app
     app = qt_app()
     import pyqtgraph as pg
-    pg.setConfigOptions(antialias=True, background="w", foreground="k")
+    pg.setConfigOptions(antialias=True)
     from PySide6.QtCore import QEventLoop, QTimer
     from PySide6.QtGui import QTextCursor
 
@@ -56,10 +57,14 @@ def main(argv=None) -> int:
             pump(0.05)
 
     def shot(widget, name: str) -> None:
-        pump(0.2)
-        path = out / f"{name}.png"
-        widget.grab().save(str(path))
-        print(f"wrote {path.relative_to(REPO) if path.is_relative_to(REPO) else path}")
+        """The widget in the light theme, then in the dark one (the same state, re-rendered)."""
+        for theme, suffix in (("light", ""), ("dark", "-dark")):
+            win.set_theme(theme)
+            pump(0.25)
+            path = out / f"{name}{suffix}.png"
+            widget.grab().save(str(path))
+            print(f"wrote {path.relative_to(REPO) if path.is_relative_to(REPO) else path}")
+        win.set_theme("light")
 
     def replace(editor, old: str, new: str) -> None:
         text = editor.toPlainText()
@@ -70,10 +75,12 @@ def main(argv=None) -> int:
         editor.setTextCursor(c)
         editor.insertPlainText(new)
 
-    win = MainWindow(offer_recovery=False)
+    win = MainWindow(offer_recovery=False, restore_session=False)
     win.resize(1500, 980)
     win.show()
     try:
+        wait(lambda: win.profile is not None and len(win.catalog.cards) > 0)
+        shot(win, "welcome")
         view = win.new_op("windowed_median", work, "windowed_median", "me")
         nb = view.notebook
         wait(lambda: win.profile is not None and len(win.catalog.cards) > 0)
@@ -123,6 +130,13 @@ def main(argv=None) -> int:
         wait(lambda: rp.chip.text() in ("done", "error"))
         rp.plot.setXRange(0, 1500, padding=0)
         shot(rp, "run")
+        nb.show_cell("reference")
+        nb.cell("reference").editor.setFocus()
+        pump(0.1)
+        win.find_bar_open()
+        win.find_bar.text.setText("median")
+        shot(win, "studio-window-find")
+        win.find_bar.close_bar()
         nb.manifest.set_expanded(True)
         shot(nb.manifest, "manifest-text")
         nb.show_cell("run")

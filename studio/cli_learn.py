@@ -4,7 +4,8 @@
 
 FILE is a learner.toml, its folder, or the name of a shipped learner (studio/resources/learners/).
 A progress bar (on a terminal), one metric line per step, the owners' agreement per step, and at
-the end the final parameter hash. Exit 0 done, 1 the owners disagreed, 2 usage or input error."""
+the end the final parameter hash. A bf16 combine on an owner count that is not a power of two
+prints the divisor warning (docs/learner.md "bf16 combine"). Exit 0 done, 1 the owners disagreed, 2 usage or input error."""
 from __future__ import annotations
 
 import sys
@@ -55,8 +56,15 @@ def cmd_learn(args) -> int:
     total = args.steps or system.steps
     print(f"learner {system.name}: k = {system.k}, s = {system.s}, m = {system.m}, {system.samples.shape[0]} samples, "
           f"rate {float(system.rate):g}")
-    print(f"combine {order_text(system)}")
-    print(f"contract {contract_hash(system)}")
+    placed = system.evenly(args.owners) if args.owners else system      # a per-owner contract names this split
+    print(f"combine {order_text(placed)}")
+    print(f"contract {contract_hash(placed)}")
+    if system.precision == "bf16":
+        # a front end may use studio.engine.sharding, the layer above the learner
+        from .engine.sharding.learner import learn_warning
+        warning = learn_warning(system, args.owners)
+        if warning:
+            print(f"warning: {warning}", flush=True)
     bar = None
     if sys.stderr.isatty():
         from rich.console import Console

@@ -22,12 +22,12 @@ CTRL = Qt.KeyboardModifier.ControlModifier
 @pytest.fixture
 def window(qtbot):
     win = MainWindow(workers=DeviceWorkers(), offer_recovery=False)
-    qtbot.addWidget(win)
     win.show()
     yield win
-    for v in list(win.views):
+    for v in list(win.views):           # discard before closing: a failed step must not leave a prompt
         win.close_view(v, discard=True)
     win.shutdown()
+    win.deleteLater()
 
 
 def new_op(qtbot, win, folder, template, name, author="ana", license="MIT", visibility="public"):
@@ -110,13 +110,15 @@ def test_break_see_fix_and_prove_a_new_stencil_op_without_touching_op_toml(qtbot
 
     # 2. the kernel disagrees with the bindings descriptor: both lines marked, the Kernel cell not "ok"
     kernel = nb.cell("kernel")
-    type_replace(kernel.editor, "var<storage, read_write> y", "var<storage, read> y")
+    type_replace(kernel.editor, "var<storage, read> x", "var<storage, read_write> x")
     settled(qtbot, view)
     on_wgsl = [q for q in view.problems if q.file == "forward.wgsl"]
     assert on_wgsl and kernel.editor.markers and kernel.chip.kind == "error", view.problems
     bindings = nb.cell("bindings")
-    y_line = next(i for i, t in enumerate(doc.field("bindings.text").splitlines(), 1) if "@binding(1) y" in t)
-    assert y_line in [m.line for m in bindings.editor.markers]
+    x_line = next(i for i, t in enumerate(doc.field("bindings.text").splitlines(), 1) if "@binding(0) x" in t)
+    assert x_line in [m.line for m in bindings.editor.markers]
+    wgsl_line = next(i for i, t in enumerate(doc.text("forward.wgsl").splitlines(), 1) if "read_write> x" in t)
+    assert [q.line for q in on_wgsl] == [wgsl_line]
     assert problems.row_of(on_wgsl[0]) is not None
     ctrl_z(qtbot, kernel.editor)
     settled(qtbot, view)

@@ -259,7 +259,7 @@ def test_the_run_cells_data_export_writes_input_and_output_with_a_header(qtbot, 
         def field(self, _k):
             return "f(x: f32[n]) -> (y: f32[n])"
 
-        class changed:              # noqa: N801 - a stand-in for the model's signal: nothing emits
+        class changed:
             @staticmethod
             def connect(_f):
                 return None

@@ -45,7 +45,8 @@ def background_of(widget) -> QColor:
 
 
 def text_colour(widget) -> QColor:
-    label = next(w for w in widget.findChildren(QLabel) if w.text() and w.isVisibleTo(widget))
+    """The colour of the widget's main text: a cell's heading, a card's title."""
+    label = next(w for w in (getattr(widget, "heading", None), getattr(widget, "title", None)) if isinstance(w, QLabel))
     return label.palette().color(label.foregroundRole())
 
 
@@ -65,12 +66,13 @@ def window(qtbot):
     app = QApplication.instance()
     palette, sheet, style_name = QPalette(app.palette()), app.styleSheet(), app.style().name()
     win = MainWindow(workers=DeviceWorkers(), offer_recovery=False)
-    qtbot.addWidget(win)
     win.show()
     yield win
     for v in list(win.views):
         win.close_view(v, discard=True)
     win.shutdown()
+    win.close()
+    win.deleteLater()
     app.setStyle(style_name)
     app.setPalette(palette)
     app.setStyleSheet(sheet)
@@ -102,7 +104,7 @@ def test_a_dark_system_palette_gives_dark_readable_cells_and_cards(qtbot, window
     app.setStyleSheet(OLD_CSS)
     qtbot.wait(50)
     bad = readability(cells + cards)
-    assert all(lightness > 0.9 and ratio < 2.0 for _n, lightness, ratio in bad), bad
+    assert all(lightness > 0.9 and ratio < 4.5 for _n, lightness, ratio in bad), bad
 
 
 def test_the_light_palette_is_readable_too(qtbot, window):

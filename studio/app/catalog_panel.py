@@ -75,7 +75,7 @@ class Card(QFrame):
         self.setToolTip(f"{d['id']} — double-click to open\n{d['path']}\nhash {d['hash'][:16]}\n"
                         f"backward: {d['backward']}\nvisibility: {d['visibility']}{why}")
 
-    def mouseDoubleClickEvent(self, event) -> None:  # noqa: N802
+    def mouseDoubleClickEvent(self, event) -> None:
         if event.button() == Qt.MouseButton.LeftButton:
             self.activated.emit(self.data["path"])
             event.accept()
@@ -128,7 +128,7 @@ class CatalogPanel(QWidget):
         self._fit_timer.timeout.connect(self._fit_cards)
         self.tree.viewport().installEventFilter(self)
 
-    def eventFilter(self, obj, event) -> bool:  # noqa: N802
+    def eventFilter(self, obj, event) -> bool:
         if obj is self.tree.viewport() and event.type() == event.Type.Resize:
             self._fit_timer.start()
         return False

@@ -7,7 +7,14 @@ from __future__ import annotations
 from pathlib import Path
 
 from PySide6.QtCore import Signal
-from PySide6.QtWidgets import QFileDialog, QHBoxLayout, QMenu, QToolButton, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (
+    QFileDialog,
+    QHBoxLayout,
+    QMenu,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
 
 from ..engine.errors import StudioError
 
@@ -24,7 +31,7 @@ class PlotExportButton(QToolButton):
         self.plot, self.name, self.background = plot, name, background
         self.setText("Export ▾")
         self.setObjectName(f"export_{name}")
-        self.setToolTip(f"Export this plot: PNG, SVG (vector) or CSV (every plotted series, with a header)")
+        self.setToolTip("Export this plot: PNG, SVG (vector) or CSV (every plotted series, with a header)")
         self.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
         menu = QMenu(self)
         self.actions_by_format = {}

@@ -71,6 +71,7 @@ class LearnerPanel(QWidget):
         self.owners.setRange(0, 16)
         self.owners.setSpecialValueText("file")
         self.owners.setToolTip("0: the file's owners and shares; N: N contiguous even shares")
+        self.owners.valueChanged.connect(lambda _: self._warn())
         row.addWidget(self.owners)
         row.addWidget(QLabel("steps"))
         self.steps = QSpinBox()
@@ -90,6 +91,11 @@ class LearnerPanel(QWidget):
         self.info.setWordWrap(True)
         self.info.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         lay.addWidget(self.info)
+        self.warning = QLabel()                          # the bf16 divisor warning (docs/learner.md "bf16 combine")
+        self.warning.setWordWrap(True)
+        self.warning.setStyleSheet("color: #b35900")
+        self.warning.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        lay.addWidget(self.warning)
         self.plot = pg.PlotWidget(title="|mean contribution| per step")
         self.plot.setMinimumHeight(140)
         self.plot.showGrid(x=True, y=True, alpha=0.2)
@@ -129,13 +135,26 @@ class LearnerPanel(QWidget):
             return None
         s = self.system
         self.steps.setValue(s.steps)
-        self.info.setText(f"<b>{s.name}</b> — {s.summary}<br>k = {s.k}, s = {s.s}, m = {s.m}, "
-                          f"{s.samples.shape[0]} samples, rate {float(s.rate):g}<br>combine {order_text(s)}<br>"
-                          f"contract {contract_hash(s)[:16]}")
         self._owners(s, [])
         self._clear()
         self.status.setText("")
+        self._warn()
         return s
+
+    def _warn(self) -> None:
+        """The system as it will run on the owners chosen (the file's, or N even shares): its combine
+        order and contract (a per-owner contract names the split), and a bf16 learner's divisor
+        warning."""
+        text = None
+        if self.system is not None:
+            from ..engine.sharding.learner import learn_warning
+            s, n = self.system, self.owners.value() or None
+            placed = s.evenly(n) if n else s
+            self.info.setText(f"<b>{s.name}</b> — {s.summary}<br>k = {s.k}, s = {s.s}, m = {s.m}, "
+                              f"{s.samples.shape[0]} samples, rate {float(s.rate):g}<br>combine "
+                              f"{order_text(placed)}<br>contract {contract_hash(placed)[:16]}")
+            text = learn_warning(s, n)
+        self.warning.setText(f"⚠ {text}" if text else "")
 
     def _owners(self, system: System, addresses: list[str]) -> None:
         shares = system.shares

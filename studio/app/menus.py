@@ -158,7 +158,7 @@ class FindBar(QWidget):
             self.editor.setFocus(Qt.FocusReason.OtherFocusReason)
         self.closed.emit()
 
-    def keyPressEvent(self, event) -> None:  # noqa: N802
+    def keyPressEvent(self, event) -> None:
         if event.key() == Qt.Key.Key_Escape:
             self.close_bar()
             return

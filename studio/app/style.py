@@ -2,8 +2,8 @@
 slow to apply: a catalog of cards or a notebook of cells would re-polish on every refresh).
 
 No colour is fixed here: cells, cards and the notebook take the application palette's roles
-(``palette(base)``, ``palette(window)``, ``palette(mid)``), so a dark desktop palette gives dark
-cells with light text. The few colours that carry a meaning (ok, error, warning, busy) have a
+(base, window, mid, text), so a dark desktop palette gives dark cells with light text; the rules are
+derived again whenever the palette changes (theme.py, the main window's palette-change handler). The few colours that carry a meaning (ok, error, warning, busy) have a
 light and a dark variant, chosen by the palette's lightness (``is_dark``); ``colour(name)`` gives
 the one that reads on the current palette, for the rich-text spans the panels write."""
 from __future__ import annotations
@@ -51,18 +51,22 @@ def colour(name: str, palette=None) -> str:
 
 
 def app_css(palette=None) -> str:
-    dark = is_dark(palette)
+    """The rules for this palette. Colours are the palette's own, written out (not ``palette(base)``):
+    the text then differs between palettes, so installing it again really re-polishes the widgets."""
+    from PySide6.QtGui import QPalette
+    pal = _palette(palette)
+    role = QPalette.ColorRole
+    base, window, mid, text = (pal.color(r).name() for r in (role.Base, role.Window, role.Mid, role.Text))
+    dark = is_dark(pal)
     rules = [f'QLabel[chip="{k}"] {{ color: {v[dark][0]}; background: {v[dark][1]}; border: 1px solid {v[dark][0]};'
              f' border-radius: 8px; padding: 1px 8px; font-size: 11px; }}' for k, v in CHIPS.items()]
     rules += [
-        'QFrame[cell="true"] { background: palette(base); color: palette(text); border: 1px solid palette(mid);'
-        ' border-radius: 6px; }',
-        'QFrame[card="true"] { background: palette(base); color: palette(text); border: 1px solid palette(mid);'
-        ' border-radius: 6px; }',
-        'QWidget#notebook_inner { background: palette(window); }',
-        'QTreeWidget#catalog_tree { background: palette(window); border: none; }',
-        f'QLabel[note="true"] {{ color: {colour("muted", palette)}; }}',
-        f'QLabel[error="true"] {{ color: {colour("error", palette)}; font-weight: bold; }}',
+        f'QFrame[cell="true"] {{ background: {base}; color: {text}; border: 1px solid {mid}; border-radius: 6px; }}',
+        f'QFrame[card="true"] {{ background: {base}; color: {text}; border: 1px solid {mid}; border-radius: 6px; }}',
+        f'QWidget#notebook_inner {{ background: {window}; }}',
+        f'QTreeWidget#catalog_tree {{ background: {window}; border: none; }}',
+        f'QLabel[note="true"] {{ color: {colour("muted", pal)}; }}',
+        f'QLabel[error="true"] {{ color: {colour("error", pal)}; font-weight: bold; }}',
     ]
     return "\n".join([BEGIN, *rules, END])
 

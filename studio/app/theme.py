@@ -80,7 +80,7 @@ class ThemeManager(QObject):
 def refresh(app: QApplication | None = None) -> None:
     """Re-derive the style sheet and restyle every plot for the application's current palette."""
     app = app or QApplication.instance()
-    style.install(app, force=True)
+    style.install(app)                   # a no-op when the palette's colours did not change
     import pyqtgraph as pg
     for w in app.allWidgets():
         if isinstance(w, pg.PlotWidget):
@@ -116,7 +116,7 @@ def style_plot(plot, palette: QPalette | None = None) -> None:
 class _PaletteWatch(QObject):
     """Restyles its parent plot when the palette changes (a child of the plot: it goes with it)."""
 
-    def eventFilter(self, obj, event) -> bool:  # noqa: N802
+    def eventFilter(self, obj, event) -> bool:
         if event.type() == QEvent.Type.PaletteChange:
             style_plot(obj)
         return False

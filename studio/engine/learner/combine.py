@@ -15,7 +15,15 @@ per-owner  Each non-empty owner sums its own samples, in the order of its list, 
            so the contract names it (its hash).
 
 The mean is numerator / mass with mass = f32(N) (exact: N < 2^24), one binary32 division per
-element. Nothing reassociates: a different tree is a different contract hash."""
+element. Nothing reassociates: a different tree is a different contract hash.
+
+precision  "f32": every node is an f32 addition (above). "bf16" (LEARNER.md §11, docs/learner.md
+           "bf16 combine"): the batch-contracting node rounded per owner — each non-empty owner's
+           partial sum S_r (its f32 tree over its list) is rounded once to bfloat16 (rnd,
+           studio.engine.bfloat16, correct rounding of the f32 value), the rounded partials are
+           combined by f32 additions in the per-owner tree over owners, and the mean divides by
+           f32(N). The partials are the owners', so bf16 needs the per-owner tree (the contract
+           names the partition); the canonical tree is refused with bf16 (system.py)."""
 from __future__ import annotations
 
 import json
@@ -23,6 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .. import bfloat16
 from .fingerprint import digest
 from .system import System
 
@@ -31,6 +40,11 @@ CANONICAL = ("binary tree over the global sample order 0..N-1: node[lo, lo+n) = 
 PER_OWNER = ("per owner: the same tree shape over the positions of the owner's sample list; then the same tree "
              "shape over the non-empty owners in owner order")
 PRECISION = "f32: every node is one IEEE-754 binary32 addition per element, round to nearest even, left operand first"
+BF16 = ("bf16: each non-empty owner's partial sum (its f32 tree over its list) is rounded once to bfloat16 "
+        "(round to nearest, ties to even, 8 significant bits, f32's exponent range, NaN quiet) and carried as that "
+        "exact f32; the rounded partials are combined by the tree over owners, each node one IEEE-754 binary32 "
+        "addition per element, round to nearest even, left operand first")
+PRECISIONS = {"f32": PRECISION, "bf16": BF16}
 MEAN = "mean = numerator / f32(N): one binary32 division per element; N exact in f32 (N < 2^24)"
 
 
@@ -39,7 +53,7 @@ def contract(system: System) -> dict:
     c = {"learner": "scellis.learner/v1", "k": system.k, "s": system.s, "m": system.m, "samples": int(system.samples.shape[0]),
          "contribution": system.contribution.hash, "update": system.update.hash,
          "combine": {"tree": system.tree, "order": CANONICAL if system.tree == "canonical" else PER_OWNER,
-                     "precision": PRECISION, "mean": MEAN}}
+                     "precision": PRECISIONS[system.precision], "mean": MEAN}}
     if system.tree == "per-owner":
         c["combine"]["partition"] = system.partition_hash()
     return c
@@ -52,7 +66,8 @@ def contract_hash(system: System) -> str:
 def order_text(system: System) -> str:
     """The combine order in words, as checkpoints and reports record it."""
     c = contract(system)["combine"]
-    return f"{system.tree}: {c['order']}" + (f" (partition {c['partition'][:16]})" if "partition" in c else "")
+    return (f"{system.tree}: {c['order']}" + (f" (partition {c['partition'][:16]})" if "partition" in c else "")
+            + (f"; {c['precision']}" if system.precision != "f32" else ""))
 
 
 def split_point(n: int) -> int:
@@ -135,9 +150,16 @@ def plan(system: System):
     return over(parts), blocks
 
 
-def block_sums(contribs: np.ndarray, blocks: list[Block]) -> list[np.ndarray]:
-    """An owner's part of the combine: each of its blocks' tree value."""
-    return [tree_sum(contribs[b.start:b.start + b.n]) for b in blocks]
+def block_sums(contribs: np.ndarray, blocks: list[Block], precision: str = "f32") -> list[np.ndarray]:
+    """An owner's part of the combine: each of its blocks' tree value; at bf16 (per-owner: one block,
+    the owner's whole list) that value rounded once to bfloat16, as the exact f32 it is."""
+    sums = [tree_sum(contribs[b.start:b.start + b.n]) for b in blocks]
+    return [rnd(s) for s in sums] if precision == "bf16" else sums
+
+
+def rnd(a: np.ndarray) -> np.ndarray:
+    """bfloat16's rounding of f32 values (studio.engine.bfloat16), back as f32: exact."""
+    return bfloat16.to_f32(bfloat16.from_f32(np.asarray(a, np.float32)))
 
 
 def evaluate_plan(root, values: dict[Block, np.ndarray], add=None):
@@ -163,7 +185,7 @@ def local_numerator(system: System, params: np.ndarray) -> np.ndarray:
             continue
         order = owner_order(system, o)
         c = system.contribution.contributions(params, system.samples[order])
-        values.update(zip(bl, block_sums(c, bl)))
+        values.update(zip(bl, block_sums(c, bl, system.precision)))
     return evaluate_plan(root, values)
 
 

@@ -48,9 +48,9 @@ class Disagreement(StudioError):
 
 
 # ------------------------------------------------------------------ what runs on an owner
-def contribute(rule, shard: np.ndarray, replica, blocks) -> list[np.ndarray]:
+def contribute(rule, shard: np.ndarray, replica, blocks, precision: str = "f32") -> list[np.ndarray]:
     params, _ = replica
-    return combine.block_sums(rule.contributions(params, shard), blocks)
+    return combine.block_sums(rule.contributions(params, shard), blocks, precision)
 
 
 def pick(sums: list[np.ndarray], j: int) -> np.ndarray:
@@ -186,8 +186,8 @@ class Owners:
         sums, values = [], {}
         for o, a in enumerate(self.addresses):
             rule = self._rules[a][0]
-            f = c.submit(contribute, rule, self._shards[o], self._replicas[o], self.blocks[o], workers=[a],
-                         allow_other_workers=False, key=f"learner-{step}-contribute-owner{o}-{os.urandom(4).hex()}")
+            f = c.submit(contribute, rule, self._shards[o], self._replicas[o], self.blocks[o], sysm.precision,
+                         workers=[a], allow_other_workers=False, key=f"learner-{step}-contribute-owner{o}-{os.urandom(4).hex()}")
             sums.append(f)
             for j, b in enumerate(self.blocks[o]):
                 values[b] = c.submit(pick, f, j, workers=[a], allow_other_workers=False,

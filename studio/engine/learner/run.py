@@ -84,6 +84,7 @@ def learn(system: System, *, client=None, owners: int | None = None, scheduler: 
 
     if owners is not None:
         system = system.evenly(owners)
+    system.validate()                 # e.g. a dataclasses.replace()d system: bf16 only on the per-owner tree
     params, state, step, metrics = system.params.copy(), system.state.copy(), 0, []
     if resume:
         if checkpoint is None:

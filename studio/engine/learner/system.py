@@ -21,7 +21,10 @@ from ..workflow.toml_fields import Fields
 from .fingerprint import array_hash, digest
 
 TREES = ("canonical", "per-owner")
-PRECISIONS = ("f32",)
+PRECISIONS = ("f32", "bf16")
+BF16_TREE = ("the bf16 combine rounds each owner's partial sum, so it needs the per-owner tree (the canonical "
+             "tree's nodes are not the owners' sums)")
+BF16_HINT = 'set [combine] tree = "per-owner" (its contract names the partition), or precision = "f32"'
 TOP = ("learner", "combine", "owners")
 LEARNER_KEYS = ("name", "summary", "k", "s", "m", "rate", "steps", "contribution", "update", "params", "state",
                 "samples")
@@ -135,7 +138,9 @@ class System:
                               hint="canonical (over the global sample order) or per-owner (names the partition)")
         if self.precision not in PRECISIONS:
             raise StudioError(f"unknown combine precision '{self.precision}'", file=self.origin,
-                              field="combine.precision", hint="f32")
+                              field="combine.precision", hint="f32 or bf16")
+        if self.precision == "bf16" and self.tree != "per-owner":
+            raise StudioError(BF16_TREE, file=self.origin, field="combine.precision", hint=BF16_HINT)
         n = self.samples.shape[0]
         if n == 0:
             raise StudioError("the learner has no samples", file=self.origin, field="learner.samples",
@@ -290,7 +295,9 @@ def load_system(path: str | Path) -> System:
         raise f.error(("combine", "tree"), f"unknown combine tree '{tree}'", hint="canonical or per-owner")
     prec = f.get(("combine", "precision"), str, default="f32")
     if prec not in PRECISIONS:
-        raise f.error(("combine", "precision"), f"unknown precision '{prec}'", hint="f32")
+        raise f.error(("combine", "precision"), f"unknown precision '{prec}'", hint="f32 or bf16")
+    if prec == "bf16" and tree != "per-owner":
+        raise f.error(("combine", "precision"), BF16_TREE, hint=BF16_HINT)
     rate = f.get(("learner", "rate"), float, required=True)
     if not math.isfinite(rate):
         raise f.error(("learner", "rate"), f"rate {rate} is not finite")

@@ -52,7 +52,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
             let tk = select(s[k], s[min(k + 1u, W - 1u)], s[k] >= o);
             let le = k + 1u < W && tk <= v;
             s[k] = select(select(v, tprev, prev_gt), tk, le);
-            prev_gt = k + 1u < W && tk > v;
+            prev_gt = !le;                 // tk > v: x is finite (no NaN), so !(tk <= v) is tk > v
             tprev = tk;
         }
         y[i] = s[W / 2u];
