@@ -33,7 +33,7 @@ def cmd_shard_report(args) -> int:
     path = Path(args.file)
     with WorkerClient(budget_s=args.timeout, handlers=HANDLERS) as worker:
         r = worker.call("shard_report", path=str(path.resolve()), replicas=args.replicas,
-                        allow_unverified=args.allow_unverified, steps=args.steps, ops_path=list(getattr(args, "ops_path", None) or []))
+                        allow_unverified=args.allow_unverified, prove=args.prove, steps=args.steps, ops_path=list(getattr(args, "ops_path", None) or []))
     if args.json:
         print(json.dumps({k: v for k, v in r.items() if k != "lines"}, indent=2))
     else:
@@ -51,5 +51,7 @@ def add_commands(sub) -> None:
     p.add_argument("--steps", type=_replicas, metavar="N", help="a learner: the steps to train (default: its file's)")
     p.add_argument("--allow-unverified", action="store_true",
                    help="run ops without a conformance receipt on this GPU profile (the report says nothing of that)")
+    p.add_argument("--prove", action="store_true",
+                   help="earn the missing conformance receipts on this GPU profile first (a failing op stops the report)")
     p.add_argument("--timeout", type=float, default=600.0, metavar="S", help="the device worker's budget in seconds")
     p.set_defaults(fn=cmd_shard_report)

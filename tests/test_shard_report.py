@@ -124,3 +124,19 @@ def test_the_cli_prints_the_report_and_its_json(module_ctx, proven, monkeypatch,
     assert data["ok"] and data["replicas"] == 2 and len(data["nodes"]) == 6
     assert main(["shard-report", str(proven / "bf16_conv.toml"), "--replicas", "5"]) == 2
     assert "does not split" in capsys.readouterr().err
+
+
+def test_prove_earns_the_missing_receipt_first(module_ctx, proven, tmp_path, monkeypatch, capsys):
+    """Without --prove an op with no receipt here stops the report; with it, conformance runs
+    first (and its line is printed), then the report."""
+    from studio.cli import main
+    monkeypatch.setenv("SCELLIS_HOME", str(module_ctx.trust.home))
+    shutil.copytree(proven, tmp_path / "wf")
+    shutil.rmtree(tmp_path / "wf" / "ops" / "conv1d_bf16" / "receipts")
+    wf = str(tmp_path / "wf" / "bf16_conv.toml")
+    assert main(["shard-report", wf, "--replicas", "2"]) == 2
+    assert "no valid conformance receipt" in capsys.readouterr().err
+    assert main(["shard-report", wf, "--replicas", "2", "--prove"]) == 0
+    out = capsys.readouterr().out
+    assert "proof core/nn/conv1d_bf16@1: no receipt here, so conformance ran first" in out
+    assert "rounded per replica" in out

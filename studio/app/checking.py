@@ -36,6 +36,7 @@ class CheckController(QObject):
         self.remote: list[Problem] = []
         self.imported: list[Problem] = []      # the reference's import in the sandbox
         self.proof: list[Problem] = []         # a conformance/gradcheck run's error (until the next edit)
+        self._parsed: tuple = (None, None)      # (file, text) last parsed, and its problem
         self.reference_job = None
         self.imports_done = 0
         self.passed: list[str] = []
@@ -54,7 +55,10 @@ class CheckController(QObject):
         self.local = [from_error(err, [], source="parse")] if err is not None else []
         if err is not None and err.file is not None:
             self.local = [Problem(err.message, "op.toml", err.line, err.col, err.field, err.hint, "error", "parse")]
-        ref = python_problem(self.doc.text(self.doc.reference_file), self.doc.reference_file)
+        key = (self.doc.reference_file, self.doc.text(self.doc.reference_file))
+        if key != self._parsed[0]:                 # parse only when the reference changed
+            self._parsed = (key, python_problem(key[1], key[0]))
+        ref = self._parsed[1]
         if ref is not None:
             self.local.append(ref)
         self._emit()

@@ -7,7 +7,7 @@ from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QVBoxLayout, QWidget
 
 from .checking import CheckController
-from .freshness import KINDS, PanelMark, ProofFreshness
+from .freshness import PanelMark, ProofFreshness
 from .notebook import Notebook
 from .panels.conformance import ConformancePanel
 from .panels.gradcheck import GradcheckPanel

@@ -9,6 +9,7 @@ import re
 from pathlib import Path
 
 from ..engine.context import Context
+from ..engine.contract.contract import VISIBILITIES as VISIBILITY_CHOICES
 from ..engine.contract.package import MANIFEST, read_files, write_package
 from ..engine.errors import StudioError
 from ..engine.resources import ROOT, TEMPLATES
@@ -111,9 +112,6 @@ def template_infos() -> list[dict]:
 def templates() -> list[tuple[str, str]]:
     """(name, summary) of each template under resources/templates."""
     return [(t["name"], t["summary"]) for t in template_infos()]
-
-
-from ..engine.contract.contract import VISIBILITIES as VISIBILITY_CHOICES  # noqa: E402
 
 
 def create_from_template(template: str, folder: str | os.PathLike, name: str, author: str = "you", *,

@@ -13,7 +13,14 @@ import time
 
 from PySide6.QtCore import QEvent, QObject, Qt
 from PySide6.QtGui import QKeySequence, QUndoCommand, QUndoStack
-from PySide6.QtWidgets import QAbstractSpinBox, QComboBox, QLineEdit, QPlainTextEdit, QTextEdit, QWidget
+from PySide6.QtWidgets import (
+    QAbstractSpinBox,
+    QComboBox,
+    QLineEdit,
+    QPlainTextEdit,
+    QTextEdit,
+    QWidget,
+)
 
 from .model import FIELD, FILE, OpDocument
 
@@ -36,7 +43,7 @@ class EditCommand(QUndoCommand):
         self.at = time.monotonic()
         self._applied = True           # pushed after the edit happened: the first redo does nothing
 
-    def id(self) -> int:  # noqa: A003 - Qt's name
+    def id(self) -> int:
         return _EDIT_ID
 
     def mergeWith(self, other) -> bool:  # noqa: N802

@@ -2,13 +2,20 @@
 convention — metadata, written where the card shows it, not buried in a comment."""
 from __future__ import annotations
 
-from PySide6.QtWidgets import QComboBox, QFormLayout, QGroupBox, QLabel, QLineEdit, QPushButton
+from PySide6.QtWidgets import (
+    QComboBox,
+    QFormLayout,
+    QGroupBox,
+    QLabel,
+    QLineEdit,
+    QPushButton,
+)
 
 from ...engine.contract.backward import check_against_signature, parse_backward
 from ...engine.contract.signature import parse_signature
 from ...engine.errors import StudioError
-from ..editors import CodeEditor, Marker
 from .. import toml_edit
+from ..editors import CodeEditor, Marker
 from ..model import FIELD, FILE
 from .base import Cell, InlineMessage
 from .binding import Binder

@@ -217,7 +217,7 @@ def fetch(ring: Ring, ref: str, dest: Path, *, licenses: Licenses) -> Fetched:
         if dest.exists():
             shutil.rmtree(dest / "receipts" / RING_RECEIPTS, ignore_errors=True)
             if recs:
-                shutil.copytree(stage / "receipts" / RING_RECEIPTS, dest / "receipts" / RING_RECEIPTS)
+                write_many({dest / "receipts" / RING_RECEIPTS / rel: data for rel, data in recs.items()})
         else:
             os.replace(stage, dest)
     finally:

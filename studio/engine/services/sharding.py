@@ -19,7 +19,7 @@ def is_learner(path: str | Path) -> bool:
 
 
 def shard_report_json(ctx: Context, path: str, replicas: int, *, allow_unverified: bool = False,
-                      steps: int | None = None, progress=None) -> dict:
+                      steps: int | None = None, prove: bool = False, progress=None) -> dict:
     if is_learner(path):
         from ..learner.system import load_system
         from ..sharding.learner import learner_lines, learner_run
@@ -29,10 +29,18 @@ def shard_report_json(ctx: Context, path: str, replicas: int, *, allow_unverifie
         return run.to_json() | {"kind": "learner", "file": str(path), "name": system.name, "ok": ok,
                                 "warnings": [run.warning] if run.warning else [],
                                 "lines": learner_lines(system.name, run)}
+    proofs = []
+    if prove:       # earn the missing receipts first, as `scellis workflow run --prove` does
+        from ..workflow.plan import make_plan
+        from ..workflow.spec import load_workflow
+        from .workflows import prove_ops
+        plan = make_plan(ctx, load_workflow(Path(path)))
+        proofs = prove_ops(ctx, [s.pkg for s in plan.unverified])
     rep = shard_report(ctx, path, replicas, allow_unverified=allow_unverified, progress=progress)
-    return rep.to_json() | {"kind": "workflow", "lines": report_lines(rep)}
+    return rep.to_json() | {"kind": "workflow", "lines": proofs + report_lines(rep)}
 
 
-def handle_shard_report(req, *, path: str, replicas: int, allow_unverified: bool = False, steps: int | None = None):
-    return shard_report_json(req.ctx, path, replicas, allow_unverified=allow_unverified, steps=steps,
+def handle_shard_report(req, *, path: str, replicas: int, allow_unverified: bool = False, steps: int | None = None,
+                        prove: bool = False):
+    return shard_report_json(req.ctx, path, replicas, allow_unverified=allow_unverified, steps=steps, prove=prove,
                              progress=req.progress)
