@@ -96,3 +96,26 @@ def test_bad_dialog_values_are_refused_with_their_field(tmp_path):
     with pytest.raises(StudioError) as e:
         create_from_template("no_such_kind", tmp_path, "ok_name", "ana")
     assert e.value.field == "template" and "stencil" in e.value.hint
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_templates_backward_passes_gradcheck(ctx, tmp_path, kind):
+    pkg = load_package(create_from_template(kind, tmp_path, f"g_{kind}", "ana", ctx=ctx))
+    rep = actions.gradcheck(ctx, pkg, receipt=False)
+    assert rep["verdict"] == "pass", rep
+
+
+def test_a_route_to_window_offsets_fails_gradcheck(ctx, tmp_path):
+    """The failing control (a mistake made while writing these templates): a route index must be
+    the input element's index in x, not its offset in the window."""
+    root = create_from_template("selection", tmp_path, "g", "ana")
+    ref = (root / "reference.py").read_text()
+    old = "return np.arange(windows.shape[0], dtype=np.int64) + np.argmax(windows, axis=-1)"
+    assert old in ref
+    ref = ref.replace(old, "return np.argmax(windows, axis=-1).astype(np.int64)")
+    ref = ref.replace("return x[argmax(x, w=w)]", "return x[np.arange(x.shape[0] - int(w) + 1) + argmax(x, w=w)]")
+    (root / "reference.py").write_text(ref)
+    ctx.trust.record_authored(folder_hash(root), path=root.resolve())
+    pkg = load_package(root)
+    assert actions.conform(ctx, pkg, receipt=False)["verdict"] == "pass"       # the forward is still right
+    assert actions.gradcheck(ctx, pkg, receipt=False)["verdict"] == "fail"     # the routing is not

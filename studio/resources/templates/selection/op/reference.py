@@ -4,15 +4,15 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 
 def argmax(x, *, w):
-    """Offset in [0, w) of the selected element of each window (the first maximum)."""
+    """Per output, the index in x of the element the forward selected (the first maximum of its
+    window): the backward routes each output's cotangent there (`route(dy, to = argmax)`)."""
     windows = sliding_window_view(np.asarray(x), int(w))
-    return np.argmax(windows, axis=-1).astype(np.int64)
+    return np.arange(windows.shape[0], dtype=np.int64) + np.argmax(windows, axis=-1)
 
 
 def forward(x, *, w):
     x = np.asarray(x)
-    k = argmax(x, w=w)
-    return x[np.arange(k.shape[0]) + k]
+    return x[argmax(x, w=w)]
 
 
 def kinks(x, *, w, h):
