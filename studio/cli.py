@@ -8,10 +8,9 @@ from pathlib import Path
 
 import numpy as np
 
+from .cli_args import EXIT_FAILED, EXIT_OK, EXIT_USAGE, positive, seconds
 from .engine.arrays import array_header, check_writable, load_input, save_array
 from .engine.errors import StudioError
-
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
 
 def _console():
@@ -292,21 +291,8 @@ def cmd_trust(args) -> int:
     return EXIT_OK
 
 
-def _number(upper: float, what: str):
-    """An argparse type: a finite number in (0, upper] (nan, inf, 0 and negatives: exit 2, a message)."""
-    def parse(text: str) -> float:
-        try:
-            v = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from None
-        if not 0 < v <= upper:          # also false for nan
-            raise argparse.ArgumentTypeError(f"{text!r} is not {what} in (0, {upper:g}]")
-        return v
-    return parse
-
-
-_seconds = _number(1e6, "a number of seconds")      # longer waits overflow the platform's poll timeout
-_positive = _number(1e300, "a finite number")
+_seconds = seconds
+_positive = positive(1e300, "a finite number")
 
 
 def _timeout(p, default: float) -> None:

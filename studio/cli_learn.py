@@ -11,18 +11,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
-
-
-def _count(text: str) -> int:
-    import argparse
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"{n}: at least 1")
-    return n
+from .cli_args import EXIT_FAILED, EXIT_OK, whole
 
 
 def resolve(file: str) -> Path:
@@ -103,11 +92,11 @@ def add_commands(sub) -> None:
     """Registers the learner commands on the `scellis` subparsers."""
     p = sub.add_parser("learn", help="train a data-parallel learner: owners on Dask, an ordered combine tree")
     p.add_argument("file", help="a learner.toml, its folder, or a shipped learner's name (docs/learner.md)")
-    p.add_argument("--owners", type=_count, metavar="N",
+    p.add_argument("--owners", type=whole(1, 1_000_000, "a count"), metavar="N",
                    help="N owners in contiguous shares as equal as possible (default: the file's owners)")
     p.add_argument("--scheduler", metavar="tcp://HOST:PORT",
                    help="use this Dask cluster (default: start a local one with one worker process per owner)")
     p.add_argument("--checkpoint", metavar="DIR", help="write a checkpoint here after every step")
     p.add_argument("--resume", action="store_true", help="continue from the checkpoint in --checkpoint DIR")
-    p.add_argument("--steps", type=_count, metavar="N", help="the step to reach (default: [learner] steps)")
+    p.add_argument("--steps", type=whole(1, 1_000_000, "a count"), metavar="N", help="the step to reach (default: [learner] steps)")
     p.set_defaults(fn=cmd_learn)

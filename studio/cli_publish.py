@@ -5,20 +5,9 @@ the ring's bookkeeping run here. Exit codes as in studio/cli.py: 0 ok, 2 an inpu
 refusal (a StudioError's message at its file and field, never a traceback)."""
 from __future__ import annotations
 
-import argparse
 import json
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
-
-
-def _seconds(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if not (0 < v <= 1e6):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds in (0, 1e6]")
-    return v
+from .cli_args import EXIT_OK, seconds
 
 
 def _context(args):
@@ -125,13 +114,13 @@ def add_commands(sub) -> None:
     p.add_argument("--visibility", required=True, choices=("private", "workspace", "public"))
     p.add_argument("--license", metavar="EXPR", help="an SPDX license expression, e.g. Apache-2.0")
     p.add_argument("--ring", metavar="NAME", help="also publish into this exchange ring (scellis ring add)")
-    p.add_argument("--timeout", type=_seconds, default=300.0, metavar="SECONDS")
+    p.add_argument("--timeout", type=seconds, default=300.0, metavar="SECONDS")
     p.set_defaults(fn=cmd_publish)
     p = sub.add_parser("card", help="an op's card: source, trust, tolerance badge, receipts, license, lineage")
     p.add_argument("target", metavar="ID|PATH")
     p.add_argument("--html", action="store_true", help="the card as HTML (as the Studio shows it)")
     p.add_argument("--json", action="store_true")
-    p.add_argument("--timeout", type=_seconds, default=60.0, metavar="SECONDS")
+    p.add_argument("--timeout", type=seconds, default=60.0, metavar="SECONDS")
     p.set_defaults(fn=cmd_card)
     p = sub.add_parser("fork", help="copy an op under a new id, recording its lineage (forked_from)")
     p.add_argument("target", metavar="ID|PATH")
@@ -156,5 +145,5 @@ def add_commands(sub) -> None:
     p.set_defaults(fn=cmd_ring_fetch)
     p = rsub.add_parser("verify", help="re-run conformance (and gradcheck) here for a fetched op")
     p.add_argument("target", metavar="PATH|ID")
-    p.add_argument("--timeout", type=_seconds, default=300.0, metavar="SECONDS")
+    p.add_argument("--timeout", type=seconds, default=300.0, metavar="SECONDS")
     p.set_defaults(fn=cmd_ring_verify)

@@ -10,21 +10,10 @@ work runs in the device worker. Exit 0 when every node claimed exact was exact, 
 not, 2 on an input error."""
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
-
-
-def _replicas(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if not 1 <= n <= 4096:
-        raise argparse.ArgumentTypeError(f"{n}: the replica count is a whole number in [1, 4096]")
-    return n
+from .cli_args import EXIT_FAILED, EXIT_OK, whole
 
 
 def cmd_shard_report(args) -> int:
@@ -45,10 +34,10 @@ def add_commands(sub) -> None:
     """Registers the sharding commands on the `scellis` subparsers."""
     p = sub.add_parser("shard-report", help="classify a workflow's nodes under data parallelism and measure them")
     p.add_argument("file", help="a workflow file (its nodes' ops declare [sharding] kinds), or a learner (docs/bf16.md)")
-    p.add_argument("--replicas", type=_replicas, required=True, metavar="R",
+    p.add_argument("--replicas", type=whole(1, 4096, "the replica count"), required=True, metavar="R",
                    help="the replica count: the batch is split into R equal shards")
     p.add_argument("--json", action="store_true", help="the report as JSON")
-    p.add_argument("--steps", type=_replicas, metavar="N", help="a learner: the steps to train (default: its file's)")
+    p.add_argument("--steps", type=whole(1, 4096, "the replica count"), metavar="N", help="a learner: the steps to train (default: its file's)")
     p.add_argument("--allow-unverified", action="store_true",
                    help="run ops without a conformance receipt on this GPU profile (the report says nothing of that)")
     p.add_argument("--prove", action="store_true",

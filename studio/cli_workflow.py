@@ -10,9 +10,9 @@ import json
 import sys
 from pathlib import Path
 
+from .cli_args import EXIT_FAILED, EXIT_OK, EXIT_USAGE, seconds, whole
 from .engine.errors import StudioError
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 STORY = "spike_removal.toml"
 
 
@@ -22,24 +22,6 @@ def story_workflow() -> Path:
     return ROOT / "workflows" / STORY
 
 
-def _seconds(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if not (0 < v <= 1e6):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds in (0, 1e6]")
-    return v
-
-
-def _count(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if not 1 <= v <= 1_000_000:
-        raise argparse.ArgumentTypeError(f"{text!r} is not in [1, 1000000]")
-    return v
 
 
 def _pair(text: str, flag: str) -> tuple[str, str]:
@@ -204,20 +186,20 @@ def add_commands(sub) -> None:
     p.add_argument("--prove", action="store_true", help="run conformance first for ops without a receipt here")
     p.add_argument("--until", metavar="STEP", help="run only up to this step (and what it needs)")
     p.add_argument("--json", action="store_true")
-    p.add_argument("--timeout", type=_seconds, default=300.0, metavar="SECONDS",
+    p.add_argument("--timeout", type=seconds, default=300.0, metavar="SECONDS",
                    help="stop the device work if it shows no progress for this long (default 300)")
     p.set_defaults(fn=cmd_workflow_run)
     p = wsub.add_parser("verify", help="run a recorded workflow again; say per step whether every output reproduces")
     p.add_argument("record", metavar="RECORD.json")
     p.add_argument("--json", action="store_true")
-    p.add_argument("--timeout", type=_seconds, default=300.0, metavar="SECONDS")
+    p.add_argument("--timeout", type=seconds, default=300.0, metavar="SECONDS")
     p.set_defaults(fn=cmd_workflow_verify)
     p = wsub.add_parser("show", help="the workflow's steps in order, each op with its hash and badge")
     p.add_argument("file")
     p.set_defaults(fn=cmd_workflow_show)
     p = sub.add_parser("train", help="train a workflow's trainable sources through its ops' VJPs on the device")
     p.add_argument("file", help="a workflow .toml with a [train] section")
-    p.add_argument("--steps", type=_count, metavar="N", help="optimizer steps (default: [train] steps)")
+    p.add_argument("--steps", type=whole(1, 1_000_000, "a count"), metavar="N", help="optimizer steps (default: [train] steps)")
     p.add_argument("--optimizer", choices=("sgd", "momentum", "adam"))
     p.add_argument("--lr", type=float, metavar="RATE", help="learning rate (default: [train] learning_rate)")
     p.add_argument("--swap", action="append", metavar="STEP=OP", help="run STEP with another op (e.g. the composite)")
@@ -233,7 +215,7 @@ def add_commands(sub) -> None:
     p.add_argument("--plot", metavar="FILE.png|.svg", help="plot the loss curve")
     p.add_argument("--out-dir", metavar="DIR")
     p.add_argument("--json", action="store_true")
-    p.add_argument("--timeout", type=_seconds, default=600.0, metavar="SECONDS")
+    p.add_argument("--timeout", type=seconds, default=600.0, metavar="SECONDS")
     p.set_defaults(fn=cmd_train)
 
 

@@ -2,7 +2,9 @@
 palette gives dark cells and cards with light text (the bug: hard-coded white backgrounds made them
 unreadable), plots follow it too, and View ▸ Theme picks one. Measured on rendered pixels: a cell's
 or card's effective background is the most common colour of its grab, and its text colour must
-reach WCAG's 4.5:1 contrast against it. The old style sheet is kept as the failing control."""
+reach WCAG's 4.5:1 contrast against it. The old style sheet is kept as the failing control. So
+are a code editor's gutter (line numbers), its syntax colours and a cell's status chip, message
+and number after the palette turned dark, against the old fixed colours as their controls."""
 from __future__ import annotations
 
 import re
@@ -135,8 +137,11 @@ def test_view_theme_switches_plots_and_is_remembered(qtbot, window):
 SHELL_FILES = ["window.py", "main.py", "catalog_panel.py", "catalog_scan.py", "session.py", "workflow_view.py",
                "running.py", "proofs.py", "export.py", "menus.py", "welcome.py", "settings.py",
                "panels/conformance.py", "panels/gradcheck.py", "panels/run.py", "panels/job.py"]
+NOTEBOOK_FILES = ["notebook.py", "new_op.py", "editors.py", "problems.py", "shard_view.py", "learner_view.py",
+                  *(f"cells/{p.name}" for p in sorted((Path(__file__).resolve().parents[1] / "studio" / "app" / "cells")
+                                                      .glob("*.py")))]
 FIXED_COLOUR = re.compile(r"(color|background)\s*:\s*(#[0-9a-fA-F]{3,8}|white|black)|background\s*=\s*\"[wk]\"|"
-                          r"GlobalColor\.|setConfigOptions\([^)]*background")
+                          r"GlobalColor\.|setConfigOptions\([^)]*background|QColor\(\"#")
 
 
 def fixed_colours(text: str) -> list[str]:
@@ -144,8 +149,86 @@ def fixed_colours(text: str) -> list[str]:
 
 
 def test_no_fixed_colours_in_the_shell():
-    """Colours come from the palette (style.py, theme.py); plot series keep their hues on both."""
+    """Colours come from the palette (style.py, theme.py); plot series keep their hues on both. The
+    notebook's files too: cells, editors (gutter, marks), problems, the new-op dialog."""
     root = Path(__file__).resolve().parents[1] / "studio" / "app"
-    found = {f: fixed_colours((root / f).read_text()) for f in SHELL_FILES}
+    found = {f: fixed_colours((root / f).read_text()) for f in SHELL_FILES + NOTEBOOK_FILES}
     assert {f: v for f, v in found.items() if v} == {}
-    assert fixed_colours(OLD_CSS) and fixed_colours('pg.PlotWidget(background="w")')     # control
+    assert fixed_colours(OLD_CSS) and fixed_colours('pg.PlotWidget(background="w")')     # controls
+    assert fixed_colours('p.fillRect(r, QColor("#f3f3f3"))') and fixed_colours("Qt.GlobalColor.red")
+
+
+# ----------------------------------------------------------------------------- editors and messages
+OLD_GUTTER = ("#f3f3f3", "#888")                      # editors.py's fixed gutter colours before
+OLD_OK = "<span style='color:#1e7b34'>✔ well-formed</span>"        # cells/base.py's fixed message colour
+
+
+def crop(host, widget):
+    """``widget`` as rendered inside ``host`` (a child label paints no background of its own)."""
+    from PySide6.QtCore import QPoint, QRect
+    return host.grab(QRect(widget.mapTo(host, QPoint(0, 0)), widget.size())).toImage()
+
+
+def bg_and_ink(img) -> tuple[QColor, QColor]:
+    """The most common pixel colour (the background) and the pixel farthest from it in contrast
+    (the text's full ink: glyph stems are drawn at full coverage)."""
+    counts = Counter(img.pixel(x, y) for y in range(img.height()) for x in range(img.width()))
+    bg = QColor.fromRgb(counts.most_common(1)[0][0])
+    ink = max((QColor.fromRgb(p) for p in counts), key=lambda c: contrast(c, bg))
+    return bg, ink
+
+
+def gutter_image(editor):
+    from PySide6.QtCore import QRect
+    g = editor._gutter
+    editor.viewport().update()
+    g.repaint()
+    return editor.grab(QRect(g.pos(), g.size())).toImage()
+
+
+def token_contrasts(editor, base: QColor) -> list[float]:
+    """Contrast against ``base`` of every syntax colour the highlighter put into the editor."""
+    from PySide6.QtGui import QTextFormat
+    out, block = [], editor.document().begin()
+    while block.isValid():
+        out += [contrast(r.format.foreground().color(), base) for r in block.layout().formats()
+                if r.format.hasProperty(QTextFormat.Property.ForegroundBrush)]
+        block = block.next()
+    assert out, "no highlighted token"
+    return out
+
+
+def test_dark_gutters_and_status_labels_are_readable(qtbot, window):
+    app = QApplication.instance()
+    view = window.current() or window.open_story()
+    editor = view.notebook.cell("kernel").editor
+    sig = view.notebook.cell("signature")
+    for source in ("check", "local"):
+        editor.set_markers([], source)            # numbers only: no marker dot in the gutter
+    assert sig.message.isVisible() and sig.chip.isVisible()
+    light_ok = sig.message.text()
+    app.setStyle("Fusion")
+    app.setPalette(dark_palette())                # after the cells were made: they must follow
+    qtbot.wait(50)
+    bg, ink = bg_and_ink(gutter_image(editor))
+    assert bg.lightnessF() < 0.3 and contrast(bg, ink) >= 4.5, (bg.name(), ink.name())
+    base = dark_palette().color(QPalette.ColorRole.Base)
+    assert bg != base                             # the gutter is set off from the text
+    for label in (sig.chip, sig.message, sig.number):
+        lbg, link = bg_and_ink(crop(sig, label))
+        assert lbg.lightnessF() < 0.3 and contrast(lbg, link) >= 4.5, (label.text(), lbg.name(), link.name())
+    assert sig.message.text() != light_ok and style.colour("ok") in sig.message.text()   # re-rendered for dark
+    # the kernel's syntax colours switched to the dark style, each readable on the dark base
+    assert editor.highlighter.style_name == "lightbulb" and min(token_contrasts(editor, base)) >= 4.5
+    assert not view.doc.dirty                     # re-colouring is no edit
+    # failing controls: the old fixed gutter and message colours under the same dark palette
+    editor.gutter_background = lambda: QColor(OLD_GUTTER[0])
+    editor.gutter_numbers = lambda: QColor(OLD_GUTTER[1])
+    bg, ink = bg_and_ink(gutter_image(editor))
+    assert bg.lightnessF() > 0.9 and contrast(bg, ink) < 4.5, (bg.name(), ink.name())
+    editor.highlighter.set_palette(light_palette())      # the light style's tokens on the dark base
+    assert min(token_contrasts(editor, base)) < 4.5
+    sig.message.set_rendered(lambda: OLD_OK)
+    qtbot.wait(10)
+    lbg, link = bg_and_ink(crop(sig, sig.message))
+    assert contrast(lbg, link) < 4.5, (lbg.name(), link.name())

@@ -3,16 +3,22 @@
 A marker is a red wavy underline from the reported column to the end of the token there, a
 tinted line, a dot in the gutter and the message as a tooltip. ``goto(line, col)`` puts the
 cursor exactly there (1-based, as the engine reports).
+
+Colours follow the palette: the gutter is the palette's window colour with its numbers in the
+muted text colour (the palette's PlaceholderText reaches only about 4.1:1 on the dark window), and
+a marker takes ``style.colour("error")`` or ``("warn")``; both are derived again when the palette
+changes (light ⇄ dark).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from PySide6.QtCore import QRect, QSize, Qt, Signal
+from PySide6.QtCore import QEvent, QRect, QSize, Qt, Signal
 from PySide6.QtGui import (
     QColor,
     QFontDatabase,
     QPainter,
+    QPalette,
     QTextCharFormat,
     QTextCursor,
     QTextFormat,
@@ -20,8 +26,7 @@ from PySide6.QtGui import (
 from PySide6.QtWidgets import QPlainTextEdit, QTextEdit, QToolTip, QWidget
 
 from .highlight import PygmentsHighlighter
-
-ERROR_RED = QColor("#d0312d")
+from .style import colour
 
 
 @dataclass(frozen=True)
@@ -125,14 +130,21 @@ class CodeEditor(QPlainTextEdit):
                     seen.add((m.line, m.col, m.message))
                     merged.append(m)
         self.markers = merged
+        self._show_markers()
+
+    def marker_colour(self, severity: str = "error") -> QColor:
+        """The colour of a mark of ``severity`` on this editor's palette."""
+        return QColor(colour("error" if severity == "error" else "warn", self.palette()))
+
+    def _show_markers(self) -> None:
         sels = []
         for m in self.markers:
             block = self.document().findBlockByNumber(max(0, m.line - 1))
             if not block.isValid():
                 continue
-            colour = ERROR_RED if m.severity == "error" else QColor("#c88a00")
+            tone = self.marker_colour(m.severity)
             line_sel = QTextEdit.ExtraSelection()
-            line_sel.format.setBackground(QColor(colour.red(), colour.green(), colour.blue(), 28))
+            line_sel.format.setBackground(QColor(tone.red(), tone.green(), tone.blue(), 28))
             line_sel.format.setProperty(QTextFormat.Property.FullWidthSelection, True)
             line_sel.cursor = QTextCursor(block)
             sels.append(line_sel)
@@ -148,7 +160,7 @@ class CodeEditor(QPlainTextEdit):
             under = QTextEdit.ExtraSelection()
             fmt = QTextCharFormat()
             fmt.setUnderlineStyle(QTextCharFormat.UnderlineStyle.WaveUnderline)
-            fmt.setUnderlineColor(colour)
+            fmt.setUnderlineColor(tone)
             under.format = fmt
             cur = QTextCursor(block)
             cur.setPosition(block.position() + rel)
@@ -160,6 +172,17 @@ class CodeEditor(QPlainTextEdit):
 
     def marker_at(self, line: int) -> Marker | None:
         return next((m for m in self.markers if m.line == line), None)
+
+    def changeEvent(self, e) -> None:  # noqa: N802
+        super().changeEvent(e)
+        if e.type() in (QEvent.Type.PaletteChange, QEvent.Type.ApplicationPaletteChange):
+            self._show_markers()                 # the marks' colours for the new palette; the gutter repaints
+            if self.highlighter is not None:
+                self._programmatic = True        # re-colouring is no edit
+                try:
+                    self.highlighter.set_palette(self.palette())
+                finally:
+                    self._programmatic = False
 
     def event(self, e) -> bool:
         if e.type() == e.Type.ToolTip:
@@ -191,22 +214,33 @@ class CodeEditor(QPlainTextEdit):
         cr = self.contentsRect()
         self._gutter.setGeometry(QRect(cr.left(), cr.top(), self.gutter_width(), cr.height()))
 
+    def gutter_background(self) -> QColor:
+        """The line-number gutter's background: the palette's window colour, set off from the text's base."""
+        return self.palette().color(QPalette.ColorRole.Window)
+
+    def gutter_numbers(self) -> QColor:
+        """The line numbers' colour: the muted text colour, ≥ 4.5:1 on the gutter in light and dark."""
+        return QColor(colour("muted", self.palette()))
+
     def paint_gutter(self, event) -> None:
         p = QPainter(self._gutter)
-        p.fillRect(event.rect(), QColor("#f3f3f3"))
+        p.fillRect(event.rect(), self.gutter_background())
+        numbers = self.gutter_numbers()
         block = self.firstVisibleBlock()
         top = round(self.blockBoundingGeometry(block).translated(self.contentOffset()).top())
         bottom = top + round(self.blockBoundingRect(block).height())
-        lines_with_markers = {m.line for m in self.markers}
+        severity_at = {}
+        for m in self.markers:
+            severity_at.setdefault(m.line, m.severity)
         while block.isValid() and top <= event.rect().bottom():
             if block.isVisible() and bottom >= event.rect().top():
                 n = block.blockNumber() + 1
-                if n in lines_with_markers:
-                    p.setBrush(ERROR_RED)
+                if n in severity_at:
+                    p.setBrush(self.marker_colour(severity_at[n]))
                     p.setPen(Qt.PenStyle.NoPen)
                     d = 6
                     p.drawEllipse(2, top + (self.fontMetrics().height() - d) // 2, d, d)
-                p.setPen(QColor("#888"))
+                p.setPen(numbers)
                 p.drawText(0, top, self._gutter.width() - 4, self.fontMetrics().height(),
                            Qt.AlignmentFlag.AlignRight, str(n))
             block = block.next()

@@ -4,6 +4,10 @@ The whole document is lexed once per change (a kernel is a few hundred lines: we
 millisecond of lexing) and each block takes its slice of the token stream. A block's state is a
 hash of its formats, so Qt keeps re-highlighting downwards exactly as far as a change reaches
 (an opened docstring or block comment recolours the lines after it).
+
+The token colours are a pygments style's: ``friendly`` on a light palette, ``lightbulb`` on a dark
+one (every one of its colours keeps ≥ 4.5:1 on the dark base; friendly's keywords and names would
+fall to 1–2.6:1 there). ``set_palette`` switches between them when the palette changes.
 """
 from __future__ import annotations
 
@@ -14,12 +18,13 @@ from pygments.styles import get_style_by_name
 from pygments.token import Token
 from PySide6.QtGui import QColor, QFont, QSyntaxHighlighter, QTextCharFormat
 
-STYLE = "friendly"
+STYLES = ("friendly", "lightbulb")        # (on a light palette, on a dark one)
+STYLE = STYLES[0]
 
 
 @lru_cache(maxsize=None)
-def _format_for(ttype) -> QTextCharFormat | None:
-    style = get_style_by_name(STYLE)
+def _format_for(ttype, style_name: str = STYLE) -> QTextCharFormat | None:
+    style = get_style_by_name(style_name)
     while ttype not in style._styles and ttype.parent is not None:  # noqa: SLF001 - pygments' own table
         ttype = ttype.parent
     s = style.style_for_token(ttype)
@@ -27,7 +32,7 @@ def _format_for(ttype) -> QTextCharFormat | None:
         return None
     f = QTextCharFormat()
     if s["color"]:
-        f.setForeground(QColor("#" + s["color"]))
+        f.setForeground(QColor("#" + s["color"]))    # the pygments style's own table (light or dark, above)
     if s["bold"]:
         f.setFontWeight(QFont.Weight.Bold)
     if s["italic"]:
@@ -40,6 +45,8 @@ class PygmentsHighlighter(QSyntaxHighlighter):
         super().__init__(document)
         self.lexer = get_lexer_by_name(language, stripnl=False, ensurenl=False)
         self.language = language
+        from .style import is_dark
+        self.style_name = STYLES[is_dark()]
         self._text: str | None = None
         self._spans: dict[int, list[tuple[int, int, object]]] = {}
 
@@ -69,12 +76,22 @@ class PygmentsHighlighter(QSyntaxHighlighter):
                     start += 1  # the newline between blocks belongs to neither
         self._spans = spans
 
+    def set_palette(self, palette) -> bool:
+        """Take the style for ``palette`` (light or dark); re-highlights and returns True when it changed."""
+        from .style import is_dark
+        name = STYLES[is_dark(palette)]
+        if name == self.style_name:
+            return False
+        self.style_name = name
+        self.rehighlight()
+        return True
+
     def highlightBlock(self, text: str) -> None:  # noqa: N802 - Qt's name
         self._lex()
         n = self.currentBlock().blockNumber()
         spans = self._spans.get(n, [])
         for start, length, ttype in spans:
-            fmt = _format_for(ttype)
+            fmt = _format_for(ttype, self.style_name)
             if fmt is not None:
                 self.setFormat(start, length, fmt)
         self.setCurrentBlockState(hash(tuple((s, ln, str(t)) for s, ln, t in spans)) & 0x3FFFFFFF)

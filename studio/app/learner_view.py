@@ -93,7 +93,7 @@ class LearnerPanel(QWidget):
         lay.addWidget(self.info)
         self.warning = QLabel()                          # the bf16 divisor warning (docs/learner.md "bf16 combine")
         self.warning.setWordWrap(True)
-        self.warning.setStyleSheet("color: #b35900")
+        self.warning.setProperty("warn", True)           # the warning colour, from the app style sheet
         self.warning.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         lay.addWidget(self.warning)
         self.plot = pg.PlotWidget(title="|mean contribution| per step")

@@ -32,33 +32,48 @@ class NewOpDialog(QDialog):
         for t in self.infos:
             self.template.addItem(t["title"], t["name"])
             self.template.setItemData(self.template.count() - 1, t["summary"], Qt.ItemDataRole.ToolTipRole)
+        self.template.setToolTip("what the new op starts from: the story's op, or a blank start of a kind "
+                                 "(elementwise, selection, reduction, stencil); hover an entry for its summary")
         form.addRow("template", self.template)
         self.template_summary = QLabel()
         self.template_summary.setWordWrap(True)
         form.addRow("", self.template_summary)
         self.name = QLineEdit("windowed_median")
+        self.name.setToolTip("the op's name: lower case, digits and _ (e.g. windowed_median); it names the "
+                             "package folder and the id user/<author>/<name>@1")
         form.addRow("op name", self.name)
         self.author = QLineEdit(_default_author())
+        self.author.setToolTip("you, as the id's author part: lower case, digits, '.', '_' or '-'; also "
+                               "written to authors")
         form.addRow("author", self.author)
         self.license = QLineEdit()
         self.license.setPlaceholderText("SPDX, e.g. Apache-2.0 (optional while private)")
+        self.license.setToolTip("an SPDX license expression, e.g. Apache-2.0 or MIT OR Apache-2.0; optional while "
+                                "the op is private, required for workspace or public")
         form.addRow("license", self.license)
         self.visibility = QComboBox()
         self.visibility.addItems(list(VISIBILITY_CHOICES))
+        self.visibility.setToolTip("who may see the op: private (only you), workspace or public; leaving private "
+                                   "needs a license")
         form.addRow("visibility", self.visibility)
         row = QHBoxLayout()
         self.folder = QLineEdit(folder or os.path.expanduser("~"))
+        self.folder.setToolTip("the folder the op's package folder (named after the op) is created in")
         browse = QPushButton("…")
+        browse.setToolTip("choose the folder in a file dialog")
         browse.clicked.connect(self._browse)
         row.addWidget(self.folder)
         row.addWidget(browse)
         form.addRow("create in folder", row)
         self.preview = QLabel()
-        self.preview.setStyleSheet("color: #555")
+        self.preview.setProperty("note", True)       # the muted colour, from the app style sheet
         form.addRow("", self.preview)
         self.buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel)
         self.buttons.accepted.connect(self.accept)
         self.buttons.rejected.connect(self.reject)
+        self.buttons.button(QDialogButtonBox.StandardButton.Ok).setToolTip(
+            "create the package from the template and open it (enabled once name, author and folder are valid)")
+        self.buttons.button(QDialogButtonBox.StandardButton.Cancel).setToolTip("close without creating anything")
         form.addRow(self.buttons)
         for w in (self.name, self.author, self.folder, self.license):
             w.textChanged.connect(self._update)

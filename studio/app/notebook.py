@@ -18,6 +18,7 @@ from PySide6.QtWidgets import (
 from ..engine.contract.manifest import Manifest
 from ..engine.contract.package import MANIFEST
 from .cells.backward import BackwardCell
+from .cells.base import ThemedLabel
 from .cells.bindings import BindingsCell
 from .cells.code import KernelCell, ManifestCell, ReferenceCell
 from .cells.metadata import MetadataCell
@@ -25,6 +26,7 @@ from .cells.signature import SignatureCell
 from .cells.tolerance import ToleranceCell
 from .editors import Marker
 from .problems import Problem
+from .style import colour
 from .wheel_guard import guard, guard_tree
 
 EMBEDDED = ("signature", "bindings.text", "backward.text", "kernel.invocations", "backward.bindings",
@@ -62,8 +64,10 @@ class Notebook(QWidget):
         lay.setContentsMargins(0, 0, 0, 0)
         nav = QHBoxLayout()
         nav.setContentsMargins(8, 4, 8, 0)
-        self.heading = QLabel()
+        self.heading = ThemedLabel()
         self.jump_box = QComboBox()
+        self.jump_box.setToolTip("scroll the notebook to a cell (it unfolds if folded): Op, Signature, Bindings, "
+                                 "… Run, op.toml (text)")
         nav.addWidget(self.heading, 1)
         nav.addWidget(QLabel("go to"))
         nav.addWidget(self.jump_box)
@@ -101,8 +105,8 @@ class Notebook(QWidget):
 
     def _title(self) -> None:
         where = str(self.doc.path) if self.doc.path else "not saved yet"
-        self.heading.setText(f"<b>{self.doc.field('id') or 'untitled'}</b>"
-                             f"{' ●' if self.doc.dirty else ''} <span style='color:#777'>— {where}</span>")
+        head = f"<b>{self.doc.field('id') or 'untitled'}</b>{' ●' if self.doc.dirty else ''}"
+        self.heading.set_rendered(lambda: f"{head} <span style='color:{colour('muted')}'>— {where}</span>")
 
     def cell(self, key: str):
         return self.cells[key]

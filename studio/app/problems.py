@@ -5,10 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import QEvent, Qt, Signal
+from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QHeaderView, QTreeWidget, QTreeWidgetItem
 
 from ..engine.errors import StudioError
+from .style import colour
 
 
 @dataclass(frozen=True)
@@ -96,10 +98,21 @@ class ProblemsPanel(QTreeWidget):
         self.clear()
         for p in self.problems:
             it = QTreeWidgetItem(["✖" if p.severity == "error" else "⚠", p.where, p.message, p.hint or ""])
-            it.setForeground(0, Qt.GlobalColor.red if p.severity == "error" else Qt.GlobalColor.darkYellow)
+            it.setForeground(0, self._mark_colour(p))
             it.setToolTip(2, p.message + (f"\nhint: {p.hint}" if p.hint else ""))
             it.setData(0, Qt.ItemDataRole.UserRole, p)
             self.addTopLevelItem(it)
+
+    def _mark_colour(self, p: Problem) -> QColor:
+        """The ✖ / ⚠ mark's colour on the current palette (error or warn)."""
+        return QColor(colour("error" if p.severity == "error" else "warn", self.palette()))
+
+    def changeEvent(self, event) -> None:  # noqa: N802
+        super().changeEvent(event)
+        if event.type() in (QEvent.Type.PaletteChange, QEvent.Type.ApplicationPaletteChange):
+            for i in range(self.topLevelItemCount()):       # the marks take the new palette's colours
+                it = self.topLevelItem(i)
+                it.setForeground(0, self._mark_colour(it.data(0, Qt.ItemDataRole.UserRole)))
 
     def row_of(self, problem: Problem) -> QTreeWidgetItem | None:
         for i in range(self.topLevelItemCount()):

@@ -97,7 +97,7 @@ class ShardPanel(QWidget):
         lay.addLayout(top)
         self.warning = QLabel("")
         self.warning.setWordWrap(True)
-        self.warning.setStyleSheet("color: #b5542a;")
+        self.warning.setProperty("warn", True)           # the warning colour, from the app style sheet
         lay.addWidget(self.warning)
         self.table = QTableWidget(0, len(COLUMNS))
         self.table.setHorizontalHeaderLabels(COLUMNS)

@@ -67,6 +67,7 @@ def app_css(palette=None) -> str:
         f'QTreeWidget#catalog_tree {{ background: {window}; border: none; }}',
         f'QLabel[note="true"] {{ color: {colour("muted", pal)}; }}',
         f'QLabel[error="true"] {{ color: {colour("error", pal)}; font-weight: bold; }}',
+        f'QLabel[warn="true"] {{ color: {colour("warn", pal)}; }}',
     ]
     return "\n".join([BEGIN, *rules, END])
 

@@ -29,6 +29,16 @@ KIND_NOTES = {
 }
 
 
+# the vjp rules table's column tooltips
+RULE_TIPS = [
+    "the inputs this rule gives the gradient of: signature input names, comma-separated (e.g. x)",
+    ("reference: a VJP function in reference.py computes it; route: the cotangent "
+     "is routed to the elements the forward selected"),
+    "reference: the VJP function's name in reference.py (e.g. vjp); route: the incoming cotangent (e.g. dy)",
+    ("reference: optional WGSL file running the VJP on the device (e.g. backward.wgsl), empty for none; "
+     "route: where the forward took each output from (e.g. argmedian)"),
+]
+
 # the device VJP's own fields in [backward]: shown whenever op.toml has any of them, so an error
 # the checker finds in one never points at a hidden field
 DEVICE_FIELDS = ("backward.invocations", "backward.bindings", "backward.kernel", "backward.tolerance",
@@ -71,26 +81,36 @@ class BackwardCell(Cell):
         form = QFormLayout()
         self.kind = QComboBox()
         self.kind.addItems(KINDS)
+        self.kind.setToolTip("how gradients flow through the op: vjp (its own VJP rules, verified by gradcheck), "
+                             "composite (autodiff through its steps) or nondifferentiable (training refuses it)")
         form.addRow("gradients", self.kind)
         self.note = QLabel()
-        self.note.setStyleSheet("color: #555")
+        self.note.setProperty("note", True)          # the muted colour, from the app style sheet
         form.addRow("", self.note)
         self.rules = RowTable([("inputs", None), ("form", ["reference", "route"]),
                                ("function / cotangent", None), ("device kernel / index", None)],
-                              defaults=["x", "reference", "vjp", ""], add_label="+ vjp rule")
+                              defaults=["x", "reference", "vjp", ""], add_label="+ vjp rule", tips=RULE_TIPS,
+                              add_tip="add a VJP rule: vjp <inputs>: reference(<function>) or "
+                                      "route(<cotangent>, to = <index>)")
         form.addRow("vjp rules", self.rules)
         self.editor = CodeEditor(None, min_lines=2, max_lines=8)
         self.editor.setObjectName("backward_text")
         form.addRow("notation", self.editor)
         self.subgradient = QLineEdit()
         self.subgradient.setPlaceholderText("where the cotangent goes at a kink, e.g. to the element the forward selected")
+        self.subgradient.setToolTip("the subgradient convention, in words: where the cotangent goes at a kink or "
+                                    "tie; a declared VJP through kinks needs it (the card shows it)")
         form.addRow("subgradient convention", self.subgradient)
         self.kinks = QLineEdit()
         self.kinks.setPlaceholderText("optional: a reference function saying where the kinks are (gradcheck skips "
                                       "probes there)")
+        self.kinks.setToolTip("optional: the name of a reference.py function kinks(<inputs>, *, <params>, h) "
+                              "returning True per output element near a kink; gradcheck skips those probes")
         form.addRow("kink predicate", self.kinks)
         self.gradient_tolerance = QLineEdit()
         self.gradient_tolerance.setPlaceholderText("max |analytic - numeric| gradcheck accepts, e.g. 1e-9")
+        self.gradient_tolerance.setToolTip("a number, e.g. 1e-9: the largest |analytic − numeric| / max(1, "
+                                           "|analytic|) gradcheck accepts; empty for the default 1e-6")
         form.addRow("gradient tolerance", self.gradient_tolerance)
         self.message = InlineMessage()
         form.addRow("", self.message)
@@ -101,13 +121,17 @@ class BackwardCell(Cell):
         self.device_unused = QLabel("No VJP rule runs on the device now: these fields are unused. Remove them, "
                                     "or write a rule `reference(vjp) on device(\"backward.wgsl\")`.")
         self.device_unused.setWordWrap(True)
-        self.device_unused.setStyleSheet("color: #8a5a00")
+        self.device_unused.setProperty("warn", True)     # the warning colour, from the app style sheet
         self.device_remove = QPushButton("remove the device VJP fields")
         self.device_remove.setObjectName("backward_remove_device")
+        self.device_remove.setToolTip("delete the device VJP's fields (invocations, bindings, kernel, tolerance, "
+                                      "workgroup size) from op.toml in one edit; Edit ▸ Undo brings them back")
         self.device_remove.clicked.connect(self.remove_device_fields)
         dev.addRow(self.device_unused)
         dev.addRow(self.device_remove)
         self.device_invocations = QLineEdit()
+        self.device_invocations.setToolTip("how many invocations the device VJP launches: an expression of the "
+                                           "signature's sizes and params, e.g. n")
         dev.addRow("invocations", self.device_invocations)
         self.device_bindings = CodeEditor(None, min_lines=3, max_lines=10)
         self.device_bindings.setObjectName("backward_bindings")

@@ -1,7 +1,7 @@
 """A notebook cell: a numbered, collapsible frame with a title, a status chip and a body."""
 from __future__ import annotations
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import QEvent, Qt, Signal
 from PySide6.QtWidgets import (
     QFrame,
     QHBoxLayout,
@@ -10,6 +10,9 @@ from PySide6.QtWidgets import (
     QVBoxLayout,
     QWidget,
 )
+
+from ..editors import mono_font
+from ..style import colour
 
 
 class Chip(QLabel):
@@ -51,9 +54,11 @@ class Cell(QFrame):
         self.fold = QToolButton()
         self.fold.setArrowType(Qt.ArrowType.DownArrow)
         self.fold.setAutoRaise(True)
+        self.fold.setToolTip(f"fold or unfold the {self.title} cell (its heading and status stay visible)")
         self.fold.clicked.connect(lambda: self.set_expanded(not self.expanded))
         self.number = QLabel(f"[{number}]")
-        self.number.setStyleSheet("color: #888; font-family: monospace;")
+        self.number.setProperty("note", True)               # the muted colour, from the app style sheet
+        self.number.setFont(mono_font())
         self.heading = QLabel(f"<b>{self.title}</b>")
         self.chip = Chip()
         head.addWidget(self.fold)
@@ -80,7 +85,32 @@ class Cell(QFrame):
         self.chip.set(text, kind)
 
 
-class InlineMessage(QLabel):
+PALETTE_EVENTS = (QEvent.Type.PaletteChange, QEvent.Type.ApplicationPaletteChange)
+
+
+class ThemedLabel(QLabel):
+    """A rich-text label whose spans take meaning colours (``style.colour``) of the current palette:
+    ``set_rendered(render)`` keeps the function that writes the text and runs it again when the
+    palette changes, so light ⇄ dark never leaves a span in the other theme's colour."""
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self._render = None
+
+    def set_rendered(self, render) -> None:
+        """``render()`` → the label's text (None clears)."""
+        self._render = render
+        self.setText(render() if render is not None else "")
+
+    def changeEvent(self, event) -> None:  # noqa: N802
+        super().changeEvent(event)
+        if event.type() in PALETTE_EVENTS and self._render is not None:
+            text = self._render()
+            if text != self.text():
+                self.setText(text)
+
+
+class InlineMessage(ThemedLabel):
     """A validation message under a field: the engine's own words, position and hint."""
 
     def __init__(self, parent=None):
@@ -94,21 +124,25 @@ class InlineMessage(QLabel):
         """``err``: a StudioError or None (clears)."""
         self.error = err
         if err is None:
+            self.set_rendered(None)
             self.clear()
             self.setVisible(False)
             return
         where = ""
         if err.line is not None:
             where = f"line {err.line}" + (f", col {err.col}" if err.col is not None else "") + ": "
-        text = f"<span style='color:#b3261e'>✖ {where}{_esc(err.message)}</span>"
-        if err.hint:
-            text += f"<br><span style='color:#666'>hint: {_esc(err.hint)}</span>"
-        self.setText(text)
+
+        def render():
+            text = f"<span style='color:{colour('error')}'>✖ {where}{_esc(err.message)}</span>"
+            if err.hint:
+                text += f"<br><span style='color:{colour('muted')}'>hint: {_esc(err.hint)}</span>"
+            return text
+        self.set_rendered(render)
         self.setVisible(True)
 
     def show_ok(self, text: str) -> None:
         self.error = None
-        self.setText(f"<span style='color:#1e7b34'>✔ {_esc(text)}</span>")
+        self.set_rendered(lambda: f"<span style='color:{colour('ok')}'>✔ {_esc(text)}</span>")
         self.setVisible(True)
 
 

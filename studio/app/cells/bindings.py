@@ -16,6 +16,16 @@ from .tables import RowTable
 KINDS = ["storage", "uniform"]
 ACCESS = ["read", "read_write", ""]
 DTYPES = ["f32", "i32", "u32", ""]
+TIPS = [
+    "the WGSL @group(…) number of this binding (usually 0)",
+    "the WGSL @binding(…) number inside its group: unique per group, the same as in the kernel",
+    "the binding's name: a signature tensor's name for a storage buffer (e.g. x, y), any name for a uniform block",
+    "what the binding is: storage (a tensor's buffer) or uniform (a block of scalar fields)",
+    "access mode of this binding: storage read (an input), storage read_write (an output); empty for a uniform",
+    "element type of a storage buffer: f32, i32 or u32 (empty for a uniform)",
+    ("storage: the buffer's dims as expressions of the signature's sizes, e.g. n - w + 1; uniform: its fields, "
+     "name: type = expression, comma-separated, e.g. n: u32 = n, w: u32 = w"),
+]
 
 
 def compose(rows: list[list[str]]) -> str:
@@ -51,7 +61,9 @@ class BindingsCell(Cell):
         self.binder = Binder(doc, on_error=lambda e: self.message.show_error(e))
         self.table = RowTable([("group", None), ("binding", None), ("name", None), ("kind", KINDS),
                                ("access", ACCESS), ("dtype", DTYPES), ("dims / uniform fields", None)],
-                              defaults=["0", "3", "t", "storage", "read_write", "f32", "n"], add_label="+ binding")
+                              defaults=["0", "3", "t", "storage", "read_write", "f32", "n"], add_label="+ binding",
+                              tips=TIPS, add_tip="add a binding row (a buffer the kernel reads or writes, or a "
+                                                 "uniform block); the descriptor text below follows")
         self.body_layout.addWidget(self.table)
         self.body_layout.addWidget(QLabel("descriptor text (the binding grammar; comments allowed here)"))
         self.editor = CodeEditor(None, min_lines=4, max_lines=14)

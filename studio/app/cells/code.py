@@ -29,7 +29,8 @@ class CodeCell(Cell):
         self.fields = QFormLayout()
         self.body_layout.addLayout(self.fields)
         self.where = QLabel()
-        self.where.setStyleSheet("color: #666; font-size: 11px")
+        self.where.setProperty("note", True)         # the muted colour, from the app style sheet
+        self.where.setStyleSheet("font-size: 11px")  # (a size only: the colour stays the palette's)
         self.editor = CodeEditor(self.language, min_lines=10, max_lines=36)
         self.editor.setObjectName(f"{self.key}_editor")
         self.editor.setReadOnly(doc.read_only)
@@ -69,8 +70,12 @@ class ReferenceCell(CodeCell):
         super().__init__(number, doc, parent)
         row = QHBoxLayout()
         self.forward = QLineEdit()
+        self.forward.setToolTip("the name of the forward function in the reference file, called as "
+                                "forward(<inputs>, *, <params>) with numpy arrays (default: forward)")
         self.precision = QComboBox()
         self.precision.addItems(["f64", "f32"])
+        self.precision.setToolTip("f64: inputs are widened to f64 before the reference runs and its result is "
+                                  "rounded once to the output dtype; f32: it gets the inputs in their signature dtype")
         row.addWidget(QLabel("forward function"))
         row.addWidget(self.forward)
         row.addWidget(QLabel("precision"))
@@ -81,7 +86,7 @@ class ReferenceCell(CodeCell):
         note = QLabel("The reference path is the contract itself: the kernel is correct only as far as it matches "
                       "this, on cases the engine generates. It runs in the worker process, never in the Studio.")
         note.setWordWrap(True)
-        note.setStyleSheet("color: #555")
+        note.setProperty("note", True)
         self.fields.addRow(note)
 
     def rel(self) -> str:
@@ -97,10 +102,14 @@ class KernelCell(CodeCell):
         super().__init__(number, doc, parent)
         row = QHBoxLayout()
         self.entry = QLineEdit()
+        self.entry.setToolTip("the kernel's entry point: the name of its @compute function in the WGSL (default: main)")
         self.workgroup = QSpinBox()
         self.workgroup.setRange(1, 256)
+        self.workgroup.setToolTip("invocations per workgroup, 1 to 256: must equal the kernel's @workgroup_size")
         self.invocations = QLineEdit()
         self.invocations.setObjectName("kernel_invocations")
+        self.invocations.setToolTip("how many invocations to launch: an expression of the signature's sizes and "
+                                    "params, e.g. n - w + 1; workgroups = ceil(invocations / workgroup size)")
         row.addWidget(QLabel("entry"))
         row.addWidget(self.entry)
         row.addWidget(QLabel("workgroup size"))
@@ -141,7 +150,7 @@ class ManifestCell(CodeCell):
         note = QLabel("The manifest as text, for power users. The forms above and this text edit the same "
                       "model; a form edit changes only its own value here, comments included.")
         note.setWordWrap(True)
-        note.setStyleSheet("color: #555")
+        note.setProperty("note", True)
         self.fields.addRow(note)
         self._check: list[StudioError] = []
         self.binder.watch(FILE + MANIFEST, None, self._validate)

@@ -42,6 +42,14 @@ class MetadataCell(Cell):
         self.visibility.addItems(VISIBILITIES)
         self.authors = QLineEdit()
         self.authors.setPlaceholderText("comma-separated")
+        self.id.setToolTip("the op's identity, namespace/author/name@version (e.g. user/demo/windowed_median@1): "
+                           "lower-case namespace and name, version a whole number from 1")
+        self.summary.setToolTip("one line saying what the op computes; the catalog card shows it")
+        self.license.setToolTip("an SPDX license expression: ids joined by AND / OR, parentheses, WITH exceptions "
+                                "(e.g. Apache-2.0, MIT OR Apache-2.0); required before the visibility leaves private")
+        self.visibility.setToolTip("who may see the op: private (only you, the default), workspace, or public; "
+                                   "leaving private needs a license")
+        self.authors.setToolTip("the op's authors, comma-separated (e.g. Ada Lovelace, Scellis Studio)")
         form.addRow("id", self.id)
         self.id_message = InlineMessage()
         form.addRow("", self.id_message)

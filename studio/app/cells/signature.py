@@ -13,12 +13,34 @@ from ...engine.errors import StudioError
 from ...engine.precision import DTYPE_BYTES
 from ..editors import mono_font
 from ..model import FIELD
-from .base import Cell, InlineMessage
+from ..style import colour
+from .base import Cell, InlineMessage, ThemedLabel
 from .binding import Binder
 from .tables import RowTable
 
 DTYPES = list(DTYPE_BYTES)
 DOMAINS = ["any", "finite", "nonneg", "in [0, 1]"]
+# the tables' column tooltips: what each field means and its syntax
+INPUT_TIPS = [
+    "the input tensor's name, as the reference, bindings and kernel use it (e.g. x)",
+    "element type of this input: " + ", ".join(DTYPES),
+    ("its shape: comma-separated size symbols or constants, e.g. n or m, k "
+     "(a symbol names the size for the params, relations and outputs)"),
+    ("the values it may hold: any (NaN and ±inf included), finite, nonneg "
+     "(finite, >= 0) or in [lo, hi] with constants — conformance generates cases within it"),
+]
+PARAM_TIPS = [
+    "the scalar parameter's name (e.g. w for a window width)",
+    "its type: u32, i32 or f32",
+    "optional: odd or even (e.g. a centred window's width is odd); empty for either",
+    "optional: the values it may take, two constants 'lo, hi' (written in [lo, hi]), e.g. 1, 31",
+]
+OUTPUT_TIPS = [
+    "the output tensor's name (e.g. y)",
+    "element type of this output: " + ", ".join(DTYPES),
+    ("its shape as expressions of the inputs' sizes and params, e.g. n - w + 1; "
+     "?m marks a size known only after the op runs"),
+]
 
 
 def compose(name: str, inputs, params, relations, outputs) -> str:
@@ -43,11 +65,12 @@ def decompose(sig) -> tuple[str, list, list, list, list]:
 
 
 def caret_html(text: str, col: int | None) -> str:
-    """The text with a caret under ``col`` (1-based), for single-line grammar fields."""
+    """The text with a caret under ``col`` (1-based), for single-line grammar fields; the caret in
+    the palette's error colour."""
     if col is None:
         return ""
     esc = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    return (f"<pre style='margin:0'>{esc}\n{' ' * (col - 1)}<span style='color:#b3261e'>^</span></pre>")
+    return (f"<pre style='margin:0'>{esc}\n{' ' * (col - 1)}<span style='color:{colour('error')}'>^</span></pre>")
 
 
 class SignatureCell(Cell):
@@ -61,14 +84,23 @@ class SignatureCell(Cell):
         form = QFormLayout()
         self.name = QLineEdit()
         self.name.setPlaceholderText("op name, e.g. windowed_median")
+        self.name.setToolTip("the op's name as the signature starts with it: lower case, digits and _ "
+                             "(e.g. windowed_median); the form writes it into the signature text below")
         form.addRow("name", self.name)
         self.inputs = RowTable([("input", None), ("dtype", DTYPES), ("dims", None), ("domain", DOMAINS)],
-                               defaults=["x", "f32", "n", "finite"], add_label="+ input")
+                               defaults=["x", "f32", "n", "finite"], add_label="+ input", tips=INPUT_TIPS,
+                               add_tip="add an input tensor (name, dtype, dims, domain) to the signature")
         self.params = RowTable([("param", None), ("dtype", ["u32", "i32", "f32"]), ("parity", ["", "odd", "even"]),
-                                ("range lo, hi", None)], defaults=["k", "u32", "", ""], add_label="+ param")
-        self.relations = RowTable([("relation", None)], defaults=["k <= n"], add_label="+ relation")
+                                ("range lo, hi", None)], defaults=["k", "u32", "", ""], add_label="+ param",
+                               tips=PARAM_TIPS, add_tip="add a scalar parameter (name, type, parity, range) after the ';'")
+        self.relations = RowTable([("relation", None)], defaults=["k <= n"], add_label="+ relation", tips=[(
+                                   "a constraint between sizes and params, compared with <=, <, >=, >, == or !=, "
+                                   "e.g. w <= n; conformance only generates cases where it holds")],
+                                  add_tip="add a relation (e.g. k <= n) the sizes and params must satisfy")
         self.outputs = RowTable([("output", None), ("dtype", DTYPES), ("dims (expressions)", None)],
-                                defaults=["y", "f32", "n"], add_label="+ output")
+                                defaults=["y", "f32", "n"], add_label="+ output", tips=OUTPUT_TIPS,
+                                add_tip="add an output tensor (name, dtype, shape expressions); two or more "
+                                        "outputs are written as a tuple")
         form.addRow("inputs", self.inputs)
         form.addRow("params", self.params)
         form.addRow("relations", self.relations)
@@ -76,8 +108,11 @@ class SignatureCell(Cell):
         self.text = QLineEdit()
         self.text.setFont(mono_font())
         self.text.setObjectName("signature_text")
+        self.text.setToolTip("the signature as text, the same as the form above: name(inputs; params, relations) "
+                             "-> outputs, e.g. windowed_median(x: f32[n] finite; w: u32 odd in [1, 31], w <= n) "
+                             "-> y: f32[n - w + 1]")
         form.addRow("signature", self.text)
-        self.caret = QLabel()
+        self.caret = ThemedLabel()
         self.caret.setFont(mono_font())
         form.addRow("", self.caret)
         self.message = InlineMessage()
@@ -125,7 +160,7 @@ class SignatureCell(Cell):
         if not isinstance(text, str):
             self.message.show_error(StudioError("op.toml has no signature", field="signature",
                                                 hint="fill in the form, or write signature = \"...\""))
-            self.caret.clear()
+            self.caret.set_rendered(None)
             self.caret.setVisible(False)
             self.set_status("missing", "error")
             return None
@@ -133,11 +168,12 @@ class SignatureCell(Cell):
             sig = parse_signature(text)
         except StudioError as e:
             self.message.show_error(e)
-            self.caret.setText(caret_html(text, e.col if (e.line or 1) == 1 else None))
+            col = e.col if (e.line or 1) == 1 else None
+            self.caret.set_rendered(lambda: caret_html(text, col))
             self.caret.setVisible(bool(self.caret.text()))
             self.set_status("invalid", "error")
             return None
-        self.caret.clear()
+        self.caret.set_rendered(None)
         self.caret.setVisible(False)
         self.message.show_ok("well-formed")
         self.shape_class.setText(f"<b>{sig.shape_class}</b> — " + (

@@ -20,19 +20,25 @@ from ..wheel_guard import guard
 class RowTable(QWidget):
     """Columns: (header, choices-or-None, editable-combo). ``rows()`` gives lists of strings;
     ``edited`` fires on any user change (cell text, dropdown, add/remove row); ``widgetMade`` for
-    each dropdown the table creates (the document view routes its undo keys)."""
+    each dropdown the table creates (the document view routes its undo keys). ``tips``: one tooltip
+    per column (what the field means, its syntax), given to the header, to every cell's text item
+    and to every dropdown, rows added later included; ``add_tip``: the add button's."""
     edited = Signal()
     widgetMade = Signal(QWidget)
 
     def __init__(self, columns: list[tuple[str, list[str] | None]], *, defaults: list[str], parent=None,
-                 add_label: str = "+ add"):
+                 add_label: str = "+ add", tips: list[str] | None = None, add_tip: str = ""):
         super().__init__(parent)
         self.columns = columns
         self.defaults = defaults
+        self.tips = list(tips or [])
         lay = QVBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
         self.table = QTableWidget(0, len(columns))
         self.table.setHorizontalHeaderLabels([c[0] for c in columns])
+        for c in range(len(columns)):
+            if self.tip(c):
+                self.table.horizontalHeaderItem(c).setToolTip(self.tip(c))
         self.table.verticalHeader().setVisible(False)
         self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Stretch)
         self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
@@ -41,6 +47,9 @@ class RowTable(QWidget):
         buttons = QHBoxLayout()
         self.add_button = QPushButton(add_label)
         self.remove_button = QPushButton("− remove")
+        self.add_button.setToolTip(add_tip or f"add a row ({', '.join(d or '—' for d in defaults)}); edit its cells in place")
+        self.remove_button.setToolTip("remove the selected rows (select a row first: with nothing selected, nothing "
+                                      "is removed); Edit ▸ Undo brings them back")
         self.add_button.clicked.connect(self._add)
         self.remove_button.clicked.connect(self._remove)
         self.remove_button.setEnabled(False)                 # until a row is selected
@@ -52,6 +61,10 @@ class RowTable(QWidget):
         lay.addLayout(buttons)
         self._loading = False
         self._fit()
+
+    def tip(self, c: int) -> str:
+        """The tooltip of column ``c`` (empty when none was given)."""
+        return self.tips[c] if c < len(self.tips) else ""
 
     def _fit(self) -> None:
         h = self.table.horizontalHeader().height() + 4 + sum(self.table.rowHeight(r) for r in range(self.table.rowCount()))
@@ -71,12 +84,15 @@ class RowTable(QWidget):
                 if box.findText(v) < 0:
                     box.addItem(v)
                 box.setCurrentText(v)
+                box.setToolTip(self.tip(c))
                 box.currentTextChanged.connect(lambda _t: self._user_edit())
                 guard(box)                       # the wheel never edits an unfocused dropdown
                 self.table.setCellWidget(r, c, box)
                 self.widgetMade.emit(box)
             else:
-                self.table.setItem(r, c, QTableWidgetItem(v))
+                item = QTableWidgetItem(v)
+                item.setToolTip(self.tip(c))
+                self.table.setItem(r, c, item)
 
     def set_rows(self, rows: list[list[str]]) -> None:
         """Show rows without emitting ``edited`` (the model changed elsewhere)."""

@@ -60,6 +60,11 @@ class ToleranceCell(Cell):
         self.factor.setRange(0.01, 100.0)
         self.factor.setSingleStep(0.1)
         self.factor.setPrefix("C = ")
+        self.kind.setToolTip("the tolerance class the op claims: exact (bit for bit the reference), ulp(K) (within "
+                             "K units in the last place) or bound(C) (within C times the standard γ·Σ|terms| bound)")
+        self.ulps.setToolTip("K of ulp(K): how many units in the last place an output may differ from the reference")
+        self.factor.setToolTip("C of bound(C): the factor on the standard accumulation bound (1 is plain bound; "
+                               "above 1 is looser than the category allows)")
         row.addWidget(self.kind)
         row.addWidget(self.ulps)
         row.addWidget(self.factor)
@@ -67,13 +72,17 @@ class ToleranceCell(Cell):
         form.addRow("tolerance class", row)
         self.category = QComboBox()
         self.category.addItems(sorted(CATEGORIES))
+        self.category.setToolTip("what the op does to values: its category decides which tolerance classes it may "
+                                 "claim (the note below says the rule)")
         form.addRow("semantic category", self.category)
         self.note = QLabel()
-        self.note.setStyleSheet("color: #555")
+        self.note.setProperty("note", True)          # the muted colour, from the app style sheet
         form.addRow("", self.note)
         self.justification = QPlainTextEdit()
         self.justification.setFixedHeight(64)
         self.justification.setPlaceholderText("why no rounding happens (required for exact)")
+        self.justification.setToolTip("why the op needs no rounding, in a sentence or two (e.g. it compares and "
+                                      "selects, so each output is one of the inputs): required for exact")
         form.addRow("justification", self.justification)
         self.message = InlineMessage()
         form.addRow("", self.message)

@@ -14,26 +14,5 @@ def _conv(x, w, s):
     return y
 
 
-def _input_vjp(dy, w, s, n):
-    """dx[b, c, s*i + j] = sum_o,(i,j) w[o, c, j] * dy[b, o, i]: the adjoint of _conv in x."""
-    b, _, m = dy.shape
-    _, c, k = w.shape
-    dx = np.zeros((b, c, n), dtype=dy.dtype)
-    for j in range(k):
-        dx[:, :, j:j + s * (m - 1) + 1:s] += np.einsum("bom,oc->bcm", dy, w[:, :, j])
-    return dx
-
-
-def _weight_grad(x, dy, k, s):
-    """dw[o, c, j] = sum_b,i dy[b, o, i] * x[b, c, s*i + j]: the adjoint of _conv in w, one sum over
-    the whole batch (the engine rounds it once)."""
-    c = x.shape[1]
-    o, m = dy.shape[1], dy.shape[2]
-    dw = np.zeros((o, c, k), dtype=x.dtype)
-    for j in range(k):
-        dw[:, :, j] = np.einsum("bom,bcm->oc", dy, x[:, :, j:j + s * (m - 1) + 1:s])
-    return dw
-
-
 def forward(x, w, s):
     return _conv(x, w, int(s))
