@@ -20,7 +20,7 @@ from PySide6.QtWidgets import (
 from .cells.base import Chip
 
 RECEIPT_CHIP = {"valid": ("receipt ✔", "ok"), "none": ("no receipt", "idle"), "stale": ("receipt stale", "warn"),
-                "foreign": ("receipt from another GPU", "warn"), "failed": ("receipt: fail", "error"),
+                "foreign": ("receipt from elsewhere", "warn"), "failed": ("receipt: fail", "error"),
                 "malformed": ("receipt unreadable", "error"), None: ("receipt …", "idle")}
 # group key → title; "broken" is a child of "example"
 GROUP_TITLES = {"builtin": "Builtins", "user": "My ops", "example": "Examples", "broken": "Broken on purpose"}
@@ -56,6 +56,9 @@ class Card(QFrame):
             chips.addWidget(Chip("fails on purpose", "warn"))
         self.receipt = Chip(*RECEIPT_CHIP.get(d.get("receipt"), RECEIPT_CHIP[None]))
         self.receipt.setObjectName("receipt_chip")
+        self.receipt.setToolTip("this op's conformance receipt for this GPU profile: one from elsewhere (another GPU "
+                                "profile, or sealed by another machine or user folder) never counts here; open the "
+                                "op and run its Conformance cell to earn one")
         chips.addWidget(self.receipt)
         chips.addStretch(1)
         lay.addLayout(chips)
