@@ -32,6 +32,6 @@ def whole(lo: int, hi: int, what: str = "a whole number"):
         except ValueError:
             raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
         if not lo <= n <= hi:
-            raise argparse.ArgumentTypeError(f"{n}: {what} is a whole number in [{lo}, {hi}]")
+            raise argparse.ArgumentTypeError(f"{n} is not in [{lo}, {hi}]: {what} is a whole number in that range")
         return n
     return parse
