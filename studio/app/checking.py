@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import shiboken6
 from PySide6.QtCore import QObject, QTimer, Signal
 
 from ..engine.errors import StudioError
@@ -96,7 +97,13 @@ class CheckController(QObject):
         job.succeeded.connect(lambda rep: self._done(gen, rep, roots + _target(job)))
         job.failed.connect(lambda err: self._failed(gen, err, roots + _target(job)))
 
+    def _gone(self) -> bool:
+        """The document was closed while a job ran: its reply lands on nothing."""
+        return not shiboken6.isValid(self)
+
     def _done(self, gen: int, rep: dict, roots: list[Path]) -> None:
+        if self._gone():
+            return
         self.checks_done += 1
         if gen != self.generation:
             return                       # a newer edit is being checked
@@ -133,6 +140,8 @@ class CheckController(QObject):
             err, StudioError) else StudioError(str(err)).to_dict()]}, roots + _target(job)))
 
     def _imported(self, gen: int, rep: dict, roots: list[Path]) -> None:
+        if self._gone():
+            return
         self.imports_done += 1
         if gen != self.generation:
             return
@@ -141,6 +150,8 @@ class CheckController(QObject):
         self._emit()
 
     def _failed(self, gen: int, err, roots: list[Path]) -> None:
+        if self._gone():
+            return
         self.checks_done += 1
         if gen != self.generation:
             return
