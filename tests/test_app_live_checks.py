@@ -156,3 +156,29 @@ def test_proof_results_go_stale_the_moment_the_content_changes(qtbot, workers, t
     view.undo_stack.undo()
     qtbot.waitUntil(lambda: not view.freshness.stale("conformance"), timeout=2000)
     assert panel.chip.text() == "PASS" and panel.receipt_chip.text() == "receipt ✔"
+
+
+def _close_during_check(qtbot, workers, folder):
+    """A view whose check is in flight is deleted; then the worker's reply arrives."""
+    from PySide6.QtWidgets import QApplication
+    doc = open_package(folder)
+    view = DocumentView(doc, workers, Background(), ctx=Context.open(), authored=True)
+    view.checker.timer.stop()
+    view.checker.check_now()
+    job = view.checker.job
+    view.deleteLater()
+    QApplication.processEvents()
+    QApplication.sendPostedEvents(None, 0)            # the deferred delete runs: the checker is gone
+    with qtbot.waitSignals([job.succeeded], timeout=90_000, raising=False):
+        pass
+    qtbot.wait(50)
+
+
+def test_a_check_that_lands_after_its_document_closed_is_dropped(qtbot, workers, pkg_copy, monkeypatch):
+    folder = pkg_copy(name="closing")
+    _close_during_check(qtbot, workers, folder)       # no exception in the event loop: pytest-qt would fail it
+    from studio.app.checking import CheckController    # control: without the guard, the reply hits a deleted object
+    monkeypatch.setattr(CheckController, "_gone", lambda self: False)
+    with qtbot.captureExceptions() as caught:
+        _close_during_check(qtbot, workers, folder)
+    assert any("deleted" in str(e[1]) for e in caught), caught
