@@ -87,3 +87,20 @@ def pkg_copy(tmp_path):
     def make(src: Path = MEDIAN, name: str = "pkg", **edits):
         return copy_package(src, tmp_path / name, {k.replace("__", "."): v for k, v in edits.items()})
     return make
+
+
+@pytest.fixture(autouse=True)
+def _collect_qt_garbage(request):
+    """After each Studio test, run the deferred deletes and collect Python's cyclic garbage while
+    the test's windows are known to be gone. Left to chance, the collector runs in a later test's
+    event loop, and collecting a widget tree there has crashed PySide6 (a segfault in GC)."""
+    yield
+    if not request.node.module.__name__.startswith("test_app_"):
+        return
+    import gc
+
+    from PySide6.QtCore import QCoreApplication, QEvent
+    if QCoreApplication.instance() is not None:
+        QCoreApplication.sendPostedEvents(None, QEvent.Type.DeferredDelete)
+        QCoreApplication.processEvents()
+    gc.collect()

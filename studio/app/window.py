@@ -121,7 +121,7 @@ class MainWindow(MenusMixin, WindowStateMixin, QMainWindow):
         self.gpu_label.setToolTip("the GPU the device worker runs on, and this machine's GPU profile "
                                   "(receipts are scoped to it)")
         self.busy_label.setToolTip("the device worker is running a job")
-        self.workers.busyChanged.connect(lambda b: self.busy_label.setText("● device busy" if b else ""))
+        self.workers.busyChanged.connect(self._show_busy)   # a method, not a lambda: it goes with the window
         self.resize(1400, 900)
         restored = restore_session and self.restore_window_state()
         if not restored:
@@ -386,6 +386,9 @@ class MainWindow(MenusMixin, WindowStateMixin, QMainWindow):
                 return
         self.shutdown()
         event.accept()
+
+    def _show_busy(self, busy: bool) -> None:
+        self.busy_label.setText("● device busy" if busy else "")
 
     def shutdown(self) -> None:
         """Stop the workers and the background pool (once; closing the window after it is harmless)."""
