@@ -244,13 +244,6 @@ class LearnerPanel(QWidget):
 
 def install_learner(window) -> QDockWidget:
     """The Learner dock (hidden until asked for) and Tools ▸ Learner."""
-    dock = QDockWidget("Learner", window)
-    dock.setObjectName("learner_dock")
-    dock.setWidget(LearnerPanel(dock))
-    window.add_dock(dock)
-    dock.hide()
-    act = window.tools_menu.addAction("&Learner…")
-    act.setToolTip("train a data-parallel learner (docs/learner.md)")
-    act.triggered.connect(lambda: (dock.show(), dock.raise_()))
-    window.learner_dock = dock
-    return dock
+    window.learner_dock = window.add_tool_dock("Learner", "learner_dock", LearnerPanel, "&Learner…",
+                                               "train a data-parallel learner (docs/learner.md)")
+    return window.learner_dock

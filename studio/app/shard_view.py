@@ -190,13 +190,7 @@ class ShardPanel(QWidget):
 
 def install_shard(window) -> QDockWidget:
     """The Sharding dock (hidden until asked for) and Tools ▸ Sharding report."""
-    dock = QDockWidget("Sharding", window)
-    dock.setObjectName("shard_dock")
-    dock.setWidget(ShardPanel(dock))
-    window.add_dock(dock)
-    dock.hide()
-    act = window.tools_menu.addAction("&Sharding report…")
-    act.setToolTip("which nodes shard exactly, which are rounded per replica (docs/bf16.md)")
-    act.triggered.connect(lambda: (dock.show(), dock.raise_()))
-    window.shard_dock = dock
-    return dock
+    window.shard_dock = window.add_tool_dock(
+        "Sharding", "shard_dock", ShardPanel, "&Sharding report…",
+        "which nodes shard exactly, which are rounded per replica (docs/bf16.md)")
+    return window.shard_dock

@@ -173,6 +173,18 @@ class MenusMixin:
         self.view_panels.append(toggle)
         return dock
 
+    def add_tool_dock(self, title: str, name: str, panel, action: str, tip: str) -> QDockWidget:
+        """A dock for a tool panel, hidden until Tools ▸ ``action`` shows it (the learner, the shard report)."""
+        dock = QDockWidget(title, self)
+        dock.setObjectName(name)
+        dock.setWidget(panel(dock))
+        self.add_dock(dock)
+        dock.hide()
+        act = self.tools_menu.addAction(action)
+        act.setToolTip(tip)
+        act.triggered.connect(lambda: (dock.show(), dock.raise_()))
+        return dock
+
     # ------------------------------------------------------------------ welcome, themes, help
     def _show_welcome(self) -> None:
         """The Welcome page takes the central area when no tab is open."""
