@@ -4,7 +4,8 @@ light theme (NAME.png) and the dark one (NAME-dark.png).
 
 Drives the user's story through the real GUI and the real device worker: a new op from the
 template, the first-draft guard failing conformance at n = w, a compile error in the problems
-panel, the fix with its receipt, gradcheck, and a run on a million-sample spiky signal.
+panel, the fix with its receipt, gradcheck, and a run on a million-sample spiky signal; then the
+window at 1024 × 700 with the Learner open, and a shipped example opened as the user's copy.
 
     .venv/bin/python scripts/screenshots.py            # offscreen (no display needed)
     xvfb-run -a .venv/bin/python scripts/screenshots.py  # on a real X server
@@ -141,6 +142,19 @@ def main(argv=None) -> int:
         shot(nb.manifest, "manifest-text")
         nb.show_cell("run")
         shot(win, "studio-window-run")
+
+        # a small screen: 1024 × 700 with the Learner open beside the notebook (it scrolls in its dock)
+        win.resize(1024, 700)
+        win.learner_dock.show()
+        pump(0.3)
+        shot(win, "studio-window-1024")
+        win.learner_dock.hide()
+        win.resize(1500, 980)
+        # a shipped example opens as the user's own copy, and says so
+        from studio.engine.resources import EXAMPLES
+        win.open_path(EXAMPLES / "windowed_median_first_draft")
+        pump(0.3)
+        shot(win, "studio-window-copy")
     finally:
         for v in list(win.views):
             win.close_view(v, discard=True)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .cli_args import EXIT_FAILED, EXIT_OK, EXIT_USAGE, positive, seconds
+from .cli_args import EXIT_FAILED, EXIT_OK, EXIT_USAGE, byte_count, positive, seconds
 from .engine.arrays import array_header, check_writable, load_input, save_array
 from .engine.errors import StudioError
 
@@ -195,8 +195,17 @@ def cmd_demo(args) -> int:
     return EXIT_OK
 
 
+def _legacy_receipts(pkg) -> None:
+    """One line when an older version left receipts in the package folder (they are ignored)."""
+    from .engine.proof.receipts import legacy_note
+    note = legacy_note(pkg)
+    if note:
+        print(note, file=sys.stderr)
+
+
 def cmd_conform(args) -> int:
     pkg = _catalog(args).resolve(args.target)
+    _legacy_receipts(pkg)
     request = dict(target=str(pkg.root), seed=args.seed, large=args.large, case=args.case,
                    receipt=not args.no_receipt)
     with _worker(args.timeout) as worker:
@@ -220,6 +229,7 @@ def cmd_conform(args) -> int:
 
 def cmd_receipts(args) -> int:
     pkg = _catalog(args).resolve(args.target)
+    _legacy_receipts(pkg)
     with _worker(args.timeout) as worker:
         found = worker.call("receipts", target=str(pkg.root))
     if not found:
@@ -227,7 +237,8 @@ def cmd_receipts(args) -> int:
         return EXIT_FAILED
     for r in found:
         problems = r["problems"] or (_why_unreadable(r["path"]) if r["status"] == "malformed" else [])
-        print(f"{r['status']:9s} {r['path']}" + "".join(f"\n          - {p}" for p in problems))
+        print(f"{r['status']:9s} {r['path']}" + "".join(f"\n          - {p}" for p in problems)
+              + "".join(f"\n          {c}" for c in r.get("coverage", [])))
     return EXIT_OK if any(r["status"] == "valid" for r in found) else EXIT_FAILED
 
 
@@ -325,7 +336,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--param", action="append", metavar="NAME=VALUE")
     p.add_argument("--input", action="append", metavar="[NAME=]FILE")
     p.add_argument("--out", action="append", metavar="[NAME=]FILE")
-    p.add_argument("--budget", type=int, metavar="BYTES", help="refuse runs needing more memory")
+    p.add_argument("--budget", type=byte_count, metavar="BYTES", help="refuse runs needing more memory")
     p.add_argument("--timeout", type=_seconds, default=5.0, metavar="SECONDS",
                    help="stop a run that takes longer (default 5 s); the kernel is killed with its worker")
     p.add_argument("--require-receipt", action="store_true",
@@ -389,14 +400,13 @@ def main(argv: list[str] | None = None) -> int:
         return args.fn(args)
     except StudioError as e:
         print("error: " + e.format(), file=sys.stderr)
-        return EXIT_USAGE
+        return EXIT_FAILED if e.field == "proof" else EXIT_USAGE    # "proof": a failed check (services.actions)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
-    except OSError as e:     # the filesystem said no where no check named it first: still a message
-        where = f"{e.filename}: " if e.filename else ""
-        print(f"error: {where}{e.strerror or e}\n  hint: check the path, its permissions and the free space",
-              file=sys.stderr)
+    except OSError as e:     # the filesystem said no where no check named it first: one line, file and errno
+        from .engine.errors import from_os_error
+        print("error: " + from_os_error(e, doing="failed").format(), file=sys.stderr)
         return EXIT_USAGE
 
 

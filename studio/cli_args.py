@@ -35,3 +35,6 @@ def whole(lo: int, hi: int, what: str = "a whole number"):
             raise argparse.ArgumentTypeError(f"{n} is not in [{lo}, {hi}]: {what} is a whole number in that range")
         return n
     return parse
+
+
+byte_count = whole(1, 1 << 62, "a number of bytes")     # --budget: a memory budget of 0 or less is no budget

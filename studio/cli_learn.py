@@ -41,7 +41,13 @@ def cmd_learn(args) -> int:
     from .engine.learner.owners import Disagreement
     from .engine.learner.run import learn
     from .engine.learner.system import load_system
-    system = load_system(resolve(args.file))
+    from .engine.errors import StudioError
+    from .engine.learner.limits import OWNERS_HINT, default_max_owners
+    cap = args.max_owners or (None if args.scheduler else default_max_owners())
+    system = load_system(resolve(args.file), max_owners=cap)      # refused before any process starts
+    if args.owners and cap and args.owners > cap:
+        raise StudioError(f"--owners {args.owners} is over the {cap} owners this run may start (one Dask worker "
+                          f"process each)", field="--owners", hint=OWNERS_HINT)
     total = args.steps or system.steps
     print(f"learner {system.name}: k = {system.k}, s = {system.s}, m = {system.m}, {system.samples.shape[0]} samples, "
           f"rate {float(system.rate):g}")
@@ -94,6 +100,8 @@ def add_commands(sub) -> None:
     p.add_argument("file", help="a learner.toml, its folder, or a shipped learner's name (docs/learner.md)")
     p.add_argument("--owners", type=whole(1, 1_000_000, "a count"), metavar="N",
                    help="N owners in contiguous shares as equal as possible (default: the file's owners)")
+    p.add_argument("--max-owners", type=whole(1, 4096, "a count"), metavar="N",
+                   help="allow up to N owners (default: 2 per CPU core, at least 8, for a local cluster)")
     p.add_argument("--scheduler", metavar="tcp://HOST:PORT",
                    help="use this Dask cluster (default: start a local one with one worker process per owner)")
     p.add_argument("--checkpoint", metavar="DIR", help="write a checkpoint here after every step")

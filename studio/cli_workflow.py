@@ -199,7 +199,7 @@ def add_commands(sub) -> None:
     p.set_defaults(fn=cmd_workflow_show)
     p = sub.add_parser("train", help="train a workflow's trainable sources through its ops' VJPs on the device")
     p.add_argument("file", help="a workflow .toml with a [train] section")
-    p.add_argument("--steps", type=whole(1, 1_000_000, "a count"), metavar="N", help="optimizer steps (default: [train] steps)")
+    p.add_argument("--steps", type=whole(1, 1_000_000, "a count"), metavar="N", help="the step to reach, counting a resumed checkpoint's steps, as for `learn` (default: [train] steps)")
     p.add_argument("--optimizer", choices=("sgd", "momentum", "adam"))
     p.add_argument("--lr", type=float, metavar="RATE", help="learning rate (default: [train] learning_rate)")
     p.add_argument("--swap", action="append", metavar="STEP=OP", help="run STEP with another op (e.g. the composite)")

@@ -149,6 +149,8 @@ def export_plot(widget, path: str) -> None:
         write_bytes(path, series_csv(widget).encode("utf-8"))
         return
     item = widget.plotItem if hasattr(widget, "plotItem") else widget
+    if item is not widget and not widget.isVisible():
+        lay_out(widget)
     with tempfile.TemporaryDirectory() as d:
         tmp = os.path.join(d, "plot." + ("svg" if ext == "svg" else "png"))
         if ext == "svg":
@@ -160,6 +162,18 @@ def export_plot(widget, path: str) -> None:
             exporter.export(tmp)
         with open(tmp, "rb") as f:
             write_bytes(path, f.read())
+
+
+def lay_out(widget) -> None:
+    """Lay a plot widget that was never shown out at its own size. Its PlotItem keeps the 640 × 480
+    of its construction until a show (a headless export never shows it), so the exporter would
+    scale that layout up: the title's row left at zero height (clipped at the top) and the x-axis
+    label drawn over the tick labels."""
+    from PySide6.QtCore import QRectF
+    rect = QRectF(0, 0, widget.width(), widget.height())
+    widget.setSceneRect(rect)
+    widget.plotItem.setGeometry(rect)
+    widget.plotItem.layout.activate()
 
 
 _SVG_LOCK = threading.Lock()

@@ -6,7 +6,7 @@ def act_as_python() -> None:
     """In a frozen build sys.executable is this program, and the engine starts helper processes
     as `sys.executable [-s -B ...] -c CODE ARGS` (the reference's sandbox host). Behave like the
     interpreter for that form; PyInstaller keeps modules compiled, so a `.pyc` script path is
-    mapped to the `.py` shipped beside it (the spec adds studio/engine/trust/sandbox.py as data)."""
+    mapped to the `.py` shipped beside it (the spec adds studio/engine/trust/host.py as data)."""
     import os
     args = sys.argv[1:]
     while args and args[0].startswith("-") and args[0] != "-c" and len(args[0]) == 2:

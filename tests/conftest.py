@@ -16,6 +16,8 @@ MEDIAN = EXAMPLES / "windowed_median"
 
 def pytest_configure(config):
     """The suite never runs on wgpu's OpenGL backend: its compute results are wrong (issue 9)."""
+    config.addinivalue_line("markers", "lifetime_warnings_expected: a Studio test that provokes Qt's "
+                                       "object-lifetime warnings on purpose (the check's own control)")
     if os.environ.get("SCELLIS_ALLOW_OPENGL"):
         raise pytest.UsageError("SCELLIS_ALLOW_OPENGL is set: the tests run only on Vulkan, Metal or D3D12; "
                                 "unset it (and WGPU_BACKEND_TYPE=OpenGL), and install mesa-vulkan-drivers")
@@ -87,6 +89,31 @@ def pkg_copy(tmp_path):
     def make(src: Path = MEDIAN, name: str = "pkg", **edits):
         return copy_package(src, tmp_path / name, {k.replace("__", "."): v for k, v in edits.items()})
     return make
+
+
+# Qt's own words for an object used across its lifetime or its thread: in a Studio test each one is
+# a failure (the GC segfault of issue 28 was an object freed while still reached; these are how Qt
+# says so before it crashes), and so is a timer started with a bogus interval.
+LIFETIME_WARNINGS = ("QObject::", "Cannot create children for a parent that is in a different thread",
+                     "QThread: Destroyed while thread", "QBasicTimer", "QTimer::", "QSocketNotifier:",
+                     "another thread", "different thread", "Recursive repaint", "QPainter::begin: A paint device")
+
+
+@pytest.fixture(autouse=True)
+def _qt_lifetime_warnings(request):
+    """Fails a Studio test on any of ``LIFETIME_WARNINGS`` that Qt printed while it ran."""
+    if not request.node.module.__name__.startswith("test_app_") or \
+            request.node.get_closest_marker("lifetime_warnings_expected"):
+        yield
+        return
+    qtlog = request.getfixturevalue("qtlog")            # pytest-qt's record of Qt's messages
+    yield
+    bad = lifetime_warnings(r.message for r in qtlog.records)
+    assert not bad, "Qt object-lifetime warnings:\n" + "\n".join(bad)
+
+
+def lifetime_warnings(messages) -> list[str]:
+    return [m for m in messages if any(w in m for w in LIFETIME_WARNINGS)]
 
 
 @pytest.fixture(autouse=True)

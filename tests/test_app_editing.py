@@ -128,3 +128,70 @@ def test_device_vjp_fields_never_hide_behind_another_rung(qtbot, tmp_path):
     assert view.undo_stack.count() == depth + 1
     view.undo_stack.undo()
     assert view.doc.field("backward.invocations") == "n +" and bw.device_box.isVisibleTo(bw)
+
+
+# ----------------------------------------------------------------------------- editors, tables, plots (issue 28 point 5)
+def test_the_wheel_over_unfocused_editors_tables_and_plots_scrolls_the_page(qtbot, tmp_path):
+    """A code editor, the mutant table and the run plot take the wheel only once clicked into;
+    before that the notebook scrolls. Controls: the focused editor scrolls itself."""
+    import numpy as np
+    view = open_view(qtbot, tmp_path)
+    nb = view.notebook
+    bar = nb.scroll.verticalScrollBar()
+    editor = nb.cell("kernel").editor
+    editor.setPlainText(editor.toPlainText() + "\n" * 200 + "// end\n")
+    table = view.gradcheck_panel.findChild(__import__("PySide6.QtWidgets").QtWidgets.QTableWidget)
+    plot = view.run_panel.plot
+    n = 10_000
+    view.run_panel.show_result(np.arange(n, dtype=np.float32), np.arange(n, dtype=np.float32), "y", 0.1)
+    qtbot.wait(20)
+    for area in (editor, table, plot):
+        assert area is not None
+        nb.scroll.ensureWidgetVisible(area, 0, 50)
+        qtbot.wait(10)
+        own = area.verticalScrollBar().value()
+        at = bar.value()
+        view_range = plot.viewRange()
+        wheel(area.viewport(), -1)
+        assert bar.value() != at or at == bar.maximum(), type(area).__name__     # the page moved
+        assert area.verticalScrollBar().value() == own and plot.viewRange() == view_range
+    # the control: the editor clicked into scrolls itself
+    view.activateWindow()
+    editor.setFocus(Qt.FocusReason.MouseFocusReason)
+    qtbot.waitUntil(editor.hasFocus, timeout=3000)
+    nb.scroll.ensureWidgetVisible(editor, 0, 50)
+    assert editor.verticalScrollBar().maximum() > 0
+    own, at = editor.verticalScrollBar().value(), bar.value()
+    wheel(editor.viewport(), -1)
+    assert editor.verticalScrollBar().value() > own and bar.value() == at
+
+
+def test_wheel_zoom_on_a_time_series_is_x_only_and_stops_at_the_data(qtbot, tmp_path):
+    import numpy as np
+    view = open_view(qtbot, tmp_path)
+    plot = view.run_panel.plot
+    n = 10_000
+    view.run_panel.show_result(np.arange(n, dtype=np.float32), np.sin(np.arange(n, dtype=np.float32)), "y", 0.1)
+    qtbot.wait(30)
+    view.notebook.scroll.ensureWidgetVisible(plot, 0, 50)
+    view.activateWindow()
+    plot.setFocus(Qt.FocusReason.MouseFocusReason)
+    qtbot.waitUntil(plot.hasFocus, timeout=3000)
+    vb = plot.getPlotItem().getViewBox()
+    vb.disableAutoRange(axis="y")
+    (x0, x1), y_before = plot.viewRange()
+    wheel(plot.viewport(), 1)                                         # zoom in
+    qtbot.wait(10)
+    (a, b), y_after = plot.viewRange()
+    assert b - a < x1 - x0 and y_after == y_before                    # time zoomed, values not
+    for _ in range(60):                                               # zoom far out
+        wheel(plot.viewport(), -1)
+    qtbot.wait(10)
+    (a, b), _ = plot.viewRange()
+    assert a >= -0.5 - 1e-6 and b <= n - 0.5 + 1e-6, (a, b)           # never past the data
+    # the control: a plot without the limits zooms out past the data
+    vb.setLimits(xMin=None, xMax=None, maxXRange=None)
+    for _ in range(10):
+        wheel(plot.viewport(), -1)
+    (a, b), _ = plot.viewRange()
+    assert b - a > n

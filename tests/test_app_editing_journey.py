@@ -15,6 +15,8 @@ from PySide6.QtWidgets import QApplication
 from studio.app.new_op import NewOpDialog
 from studio.app.window import MainWindow
 from studio.app.worker_bridge import DeviceWorkers
+from studio.engine.proof.receipts import receipt_dir
+from studio.engine.contract.package import load_package
 
 CTRL = Qt.KeyboardModifier.ControlModifier
 
@@ -139,7 +141,7 @@ def test_break_see_fix_and_prove_a_new_stencil_op_without_touching_op_toml(qtbot
     assert not doc.dirty                                                # the undo restored the saved content
     assert prove(qtbot, view) == "PASS", view.conformance_panel.summary.text()
     assert view.conformance_panel.receipt_chip.text() == "receipt ✔"
-    receipts = list((tmp_path / "edges" / "receipts").glob("*.json"))
+    receipts = list(receipt_dir(load_package(tmp_path / "edges")).glob("*.json"))
     assert len(receipts) == 1
     receipt = json.loads(receipts[0].read_text())
     assert receipt["verdict"] == "pass" and receipt["op"] == "user/ana/edges@1"

@@ -56,7 +56,7 @@ def test_the_window_offers_the_learner_panel(qtbot):
         act = next(a for a in win.tools_menu.actions() if a.text() == "&Learner…")
         assert win.learner_dock.isHidden()
         act.trigger()
-        assert not win.learner_dock.isHidden() and isinstance(win.learner_dock.widget(), LearnerPanel)
+        assert not win.learner_dock.isHidden() and isinstance(win.learner_dock.panel, LearnerPanel)
     finally:
         win.shutdown()
 

@@ -102,8 +102,8 @@ def test_save_goes_through_the_engine_and_loads_back(doc, tmp_path):
 
 
 def test_receipts_proven_on_a_snapshot_follow_the_save(qtbot, doc, tmp_path):
-    """A run on unsaved content proves its snapshot; saving exactly that content carries the receipts
-    (conformance and gradcheck, where the engine keeps them) into the package; other content does not."""
+    """A run on unsaved content proves its snapshot; the receipts live in the user folder keyed by
+    content hash, so the saved package with exactly that content has them; other content does not."""
     from studio.app.background import Background
     from studio.app.session import DocumentSession
     from studio.engine.proof import receipts
@@ -116,13 +116,14 @@ def test_receipts_proven_on_a_snapshot_follow_the_save(qtbot, doc, tmp_path):
     class Rep:                                                     # a gradcheck report, as the engine writes it
         def to_json(self):
             return {"op": snap.id, "hash": snap.hash, "verdict": "pass"}
-    issued = receipts.write_receipt(snap, {"gpu_profile": {"id": "here"}, "verdict": "pass",
+    issued = receipts.write_receipt(snap, {"schema": receipts.SCHEMA, "gpu_profile": {"id": "here"}, "verdict": "pass",
                                            "hashes": {"package": snap.hash}})
     receipts.write_gradcheck_receipt(snap, Rep())
     saved = load_package(session.save(tmp_path / "saved"))
     assert [r for _, r in receipts.receipts(saved)] == [r for _, r in receipts.receipts(snap)]
     assert receipts.gradcheck_status(saved)[0] == "pass"
-    assert session.keep_receipt(str(issued)) == str(receipts.receipt_dir(saved) / issued.name)
+    assert session.keep_receipt(str(issued)) == str(issued) and issued.parent == receipts.receipt_dir(saved)
+    assert not (saved.root / "receipts").exists()               # nothing copied into the package folder
     # other content: nothing is carried
     doc.set("field:summary", "changed after the proof", None)
     other = load_package(session.save(tmp_path / "other"))

@@ -116,7 +116,7 @@ def test_the_main_window_has_the_publish_menu(qtbot):
     qtbot.addWidget(win)
     try:
         assert [a.text() for a in win.publish_menu.actions()] == ["Publish…", "Card", "Fork…", "Ring panel"]
-        assert win.ring_dock.widget() is win.ring_panel
+        assert win.ring_dock.panel is win.ring_panel
     finally:
         win.shutdown()
         win.publish_workers.close()

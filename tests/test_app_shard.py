@@ -59,6 +59,6 @@ def test_the_window_offers_the_sharding_panel(qtbot):
         act = next(a for a in win.tools_menu.actions() if a.text() == "&Sharding report…")
         assert win.shard_dock.isHidden()
         act.trigger()
-        assert not win.shard_dock.isHidden() and isinstance(win.shard_dock.widget(), ShardPanel)
+        assert not win.shard_dock.isHidden() and isinstance(win.shard_dock.panel, ShardPanel)
     finally:
         win.shutdown()

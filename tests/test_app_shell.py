@@ -117,7 +117,8 @@ def test_welcome_page_when_no_tab_is_open(qtbot, window, pkg_copy):
     # the story's op, one click away
     qtbot.mouseClick(window.welcome.story, Qt.MouseButton.LeftButton)
     view = window.current()
-    assert view is not None and view.doc.path.resolve() == STORY_OP.resolve()
+    from studio.app.shipped import original_of
+    assert view is not None and original_of(view.doc.path).resolve() == STORY_OP.resolve()   # the user's copy
     assert window.tabs.indexOf(window.welcome) < 0
     # closing the last tab brings the Welcome page back, not a blank area
     pkg = pkg_copy(name="mine")

@@ -15,6 +15,8 @@ from PySide6.QtWidgets import QApplication
 from studio.app.new_op import NewOpDialog
 from studio.app.window import MainWindow
 from studio.app.worker_bridge import DeviceWorkers
+from studio.engine.proof.receipts import gradcheck_receipt_path, receipt_dir
+from studio.engine.contract.package import load_package
 
 GOOD_GUARD = "if (i >= p.n - p.w + 1u) { return; }"
 FIRST_DRAFT = "if (i >= p.n - p.w) { return; }"
@@ -100,7 +102,7 @@ def test_the_story_through_the_gui(qtbot, window, tmp_path):
     assert "bits 0x" in panel.mm_expected.text()
     assert panel.table.rowCount() == min(rep["failed"], 50)
     assert panel.receipt_chip.text() == "no receipt"
-    assert not list((pkg_dir / "receipts").glob("*.json"))      # nothing issued for the saved package
+    assert not list(receipt_dir(load_package(pkg_dir)).glob("*.json"))      # nothing issued for the saved content
 
     # 3. the fix, saved; conformance passes and the receipt lands in the package
     type_replace(kernel, FIRST_DRAFT, GOOD_GUARD)
@@ -111,7 +113,7 @@ def test_the_story_through_the_gui(qtbot, window, tmp_path):
                     timeout=90_000)
     assert panel.chip.text() == "PASS", panel.summary.text()
     assert panel.receipt_chip.text() == "receipt ✔"
-    receipts = list((pkg_dir / "receipts").glob("*.json"))
+    receipts = list(receipt_dir(load_package(pkg_dir)).glob("*.json"))
     assert len(receipts) == 1
     receipt = json.loads(receipts[0].read_text())
     assert receipt["verdict"] == "pass" and receipt["op"] == "user/me/windowed_median@1"
@@ -143,7 +145,7 @@ def test_the_story_through_the_gui(qtbot, window, tmp_path):
         shown = [gp.mutants.item(r, 2).text() for r in range(gp.mutants.rowCount())]
         assert len(shown) == len(fates) and any(t.startswith("REJECTED") for t in shown)
         assert any("negative control" in ln for ln in gp.text.toPlainText().splitlines())
-        assert list((pkg_dir / "receipts" / "gradcheck").glob("*.json"))
+        assert gradcheck_receipt_path(load_package(pkg_dir)).is_file()
 
     # 5. a run on the spiky signal (10^6 samples) with its plot
     rp = view.run_panel

@@ -232,3 +232,84 @@ def test_dark_gutters_and_status_labels_are_readable(qtbot, window):
     qtbot.wait(10)
     lbg, link = bg_and_ink(crop(sig, sig.message))
     assert contrast(lbg, link) < 4.5, (lbg.name(), link.name())
+
+
+# ----------------------------------------------------------------------------- legends and input frames
+def legend_image(plot):
+    """The text of ``plot``'s legend as rendered (its first label's rectangle in the view)."""
+    _sample, label = plot.getPlotItem().legend.items[0]
+    rect = plot.mapFromScene(label.sceneBoundingRect()).boundingRect()
+    return plot.grab(rect.adjusted(1, 1, -1, -1)).toImage()
+
+
+def test_dark_theme_at_run_time_gives_readable_legends(qtbot, window):
+    """View ▸ Theme ▸ Dark after the plots have their legends: the legend text is redrawn light
+    (measured on the rendered legend); the control draws the same label in its old black."""
+    view = window.open_story()
+    plots = [view.run_panel.plot, view.gradcheck_panel.plot]
+    for p in plots:
+        p.plot([0, 1, 2], [0, 1, 0], name="output y (device)")
+        p.getPlotItem().legend.setVisible(True)
+    window.theme_actions["light"].trigger()
+    qtbot.wait(20)
+    window.theme_actions["dark"].trigger()
+    qtbot.wait(50)
+    for p in plots:
+        bg, ink = bg_and_ink(legend_image(p))
+        assert bg.lightnessF() < 0.3 and contrast(bg, ink) >= 4.5, (bg.name(), ink.name())
+    # control: a label left in the light theme's colour (what pyqtgraph kept before) is unreadable
+    for _sample, label in plots[0].getPlotItem().legend.items:
+        label.setText(label.text, color="#000000")
+    qtbot.wait(20)
+    bg, ink = bg_and_ink(legend_image(plots[0]))
+    assert contrast(bg, ink) < 4.5, (bg.name(), ink.name())
+
+
+def frame_contrast(host, widget) -> tuple[float, float]:
+    """(frame against the field's inside, frame against what surrounds the field): the frame is the
+    pixel row at the widget's top edge, middle third; inside and outside are their most common colours."""
+    from PySide6.QtCore import QPoint, QRect
+    top_left = widget.mapTo(host, QPoint(0, 0))
+    img = host.grab(QRect(top_left - QPoint(4, 4), widget.size() + __import__("PySide6.QtCore").QtCore.QSize(8, 8))) \
+        .toImage()
+    w, h = img.width(), img.height()
+    outside = Counter(img.pixel(x, y) for y in (0, 1, h - 1, h - 2) for x in range(w)).most_common(1)[0][0]
+    inside = Counter(img.pixel(x, h // 2) for x in range(w // 3, 2 * w // 3)).most_common(1)[0][0]
+    edge = [QColor.fromRgb(img.pixel(x, y)) for y in range(3, 7) for x in range(w // 3, 2 * w // 3)]
+    frame = max(edge, key=lambda c: contrast(c, QColor.fromRgb(inside)))
+    return contrast(frame, QColor.fromRgb(inside)), contrast(frame, QColor.fromRgb(outside))
+
+
+def test_dark_theme_input_fields_keep_their_frames(qtbot, window):
+    """A text field, a spin box and a check box under the dark theme chosen at run time: each one's
+    frame stands 3:1 against its inside and its surroundings (WCAG's bar for a control's boundary).
+    The control: plain Fusion under the same palette (the frames vanish)."""
+    from PySide6.QtWidgets import QCheckBox, QLineEdit, QSpinBox
+    view = window.open_story()
+    meta = view.notebook.cell("op")
+    run = view.notebook.cell("run")
+    conf = view.notebook.cell("conformance")
+    field = next(w for w in meta.findChildren(QLineEdit) if w.isVisible())
+    spin = next(w for w in run.findChildren(QSpinBox) if w.isVisible())
+    check = next(w for w in conf.findChildren(QCheckBox) if w.isVisible())
+    window.theme_actions["dark"].trigger()
+    qtbot.wait(50)
+    window.setFocus()                                     # (a focused field is framed in the highlight)
+    checks = [(meta, field), (run, spin)]
+    for host, w in checks:
+        inside, outside = frame_contrast(host, w)
+        assert inside >= 3 and outside >= 3, (type(w).__name__, inside, outside)
+    style_ = QApplication.instance().style()
+    from PySide6.QtWidgets import QStyle, QStyleOptionButton
+    opt = QStyleOptionButton()
+    opt.initFrom(check)
+    box = style_.subElementRect(QStyle.SubElement.SE_CheckBoxIndicator, opt, check)
+    img = check.grab(box.adjusted(-2, -2, 2, 2)).toImage()
+    ring = QColor.fromRgb(img.pixel(2, img.height() // 2))
+    assert contrast(ring, dark_palette().color(QPalette.ColorRole.Window)) >= 3, ring.name()
+    # control: Fusion's own frames under the same palette
+    QApplication.instance().setStyle("Fusion")
+    QApplication.instance().setPalette(dark_palette())
+    qtbot.wait(50)
+    inside, outside = frame_contrast(meta, field)
+    assert inside < 3 or outside < 3, (inside, outside)

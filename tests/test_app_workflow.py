@@ -55,6 +55,7 @@ def test_run_all_plots_every_step_and_matches_the_cli_hashes(qtbot, window, tmp_
     assert "user/demo/windowed_median@1" in med.header.text() and med.fields["w"].text() == "7"
     assert "tolerance" in med.header.text() and med.badge.get("category")      # from the op's card
     view.allow_box.setChecked(True)
+    view.prove_box.setChecked(False)
     qtbot.mouseClick(view.run_button, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: view.result is not None or not view.job.active, timeout=120_000)
     assert view.result is not None, view.status.text()
@@ -78,9 +79,22 @@ def test_run_all_plots_every_step_and_matches_the_cli_hashes(qtbot, window, tmp_
         {k: {o: v["sha256"] for o, v in outs.items()} for k, outs in cli_steps.items()}
 
 
+@pytest.mark.slow
+def test_the_first_run_all_proves_missing_receipts_by_default(qtbot, window, tmp_path):
+    """A fresh user folder holds no receipt: the first Run all, as the tab opens (no box touched),
+    proves the story's ops first and then runs, verified — no "Allow unverified" needed."""
+    view = window.open_workflow(story(tmp_path))
+    assert view.prove_box.isChecked() and not view.allow_box.isChecked()
+    qtbot.mouseClick(view.run_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: view.result is not None or not view.job.active, timeout=600_000)
+    assert view.result is not None, view.status.text()
+    assert all(c.badge["receipt"] for c in view.cells), [c.badge for c in view.cells]
+
+
 def test_run_to_here_runs_only_what_the_step_needs(qtbot, window, tmp_path):
     view = window.open_workflow(story(tmp_path))
     view.allow_box.setChecked(True)
+    view.prove_box.setChecked(False)
     qtbot.mouseClick(view.cell("limit").run_here, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: view.result is not None or not view.job.active, timeout=120_000)
     assert view.result is not None, view.status.text()
@@ -91,17 +105,21 @@ def test_run_to_here_runs_only_what_the_step_needs(qtbot, window, tmp_path):
 def test_a_missing_receipt_is_refused_with_the_allow_box(qtbot, window, tmp_path):
     mine = copy_package(MEDIAN, tmp_path / "median")             # a copy: no receipt on this profile
     view = window.open_workflow(story(tmp_path, edits=[('op = "user/demo/windowed_median@1"', f'op = "{mine}"')]))
+    assert view.prove_box.isChecked() and not view.allow_box.isChecked()      # proving is the default
+    view.prove_box.setChecked(False)
     job = view.run()
     qtbot.waitUntil(lambda: not job.active, timeout=120_000)
     assert job.state == "failed" and view.result is None
     text = view.status.text()
-    assert "no valid conformance receipt" in text and "Allow unverified for this run" in text, text
+    assert "no valid conformance receipt" in text and "Prove missing receipts first" in text, text
+    assert "bold" in view.prove_box.styleSheet() and view.allow_box.styleSheet() == ""   # not the loud one
     assert view.run_button.isEnabled() and not view.stop_button.isEnabled()
 
 
 def test_stop_cancels_a_run(qtbot, window, tmp_path):
     view = window.open_workflow(story(tmp_path, n=4_000_000))
     view.allow_box.setChecked(True)
+    view.prove_box.setChecked(False)
     job = view.run()
     seen = []
     job.progress.connect(lambda done, total: seen.append((done, total)))
@@ -115,7 +133,7 @@ def test_stop_cancels_a_run(qtbot, window, tmp_path):
 
 def test_train_lowers_the_loss_and_plots_it(qtbot, window, tmp_path):
     text = (Path(story_workflow()).parent / "train_median.toml").read_text()
-    for old, new in (("n = 60000", "n = 2048"), ("steps = 150", "steps = 30")):
+    for old, new in (("n = 1000000", "n = 2048"), ("steps = 150", "steps = 30")):
         assert old in text
         text = text.replace(old, new)
     wf = tmp_path / "train.toml"
@@ -139,7 +157,8 @@ def test_train_lowers_the_loss_and_plots_it(qtbot, window, tmp_path):
 
 
 def test_stop_ends_training(qtbot, window, tmp_path):
-    text = (Path(story_workflow()).parent / "train_median.toml").read_text().replace("steps = 150", "steps = 100000")
+    text = (Path(story_workflow()).parent / "train_median.toml").read_text().replace("steps = 150", "steps = 100000") \
+        .replace("n = 1000000", "n = 2048")
     wf = tmp_path / "train.toml"
     wf.write_text(text)
     view = window.open_workflow(wf)

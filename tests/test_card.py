@@ -7,7 +7,7 @@ import sys
 from conftest import BUILTINS, MEDIAN
 
 from studio.engine.contract.package import load_package
-from studio.engine.seal import ReceiptSeal
+from studio.engine.records.seal import Seal as ReceiptSeal
 from studio.engine.services import actions, publishing
 
 
@@ -36,6 +36,12 @@ def test_trust_is_earned_by_local_receipts_and_foreign_ones_never_count(ctx, pkg
     from studio.engine.context import Context
     there = Context(ctx.catalog, ctx.trust, ctx.hosts, _device=ctx.device)
     there.seal = other
+    c = publishing.card(there, pkg, profile_id=profile)
+    assert c["receipts"] == [] and c["trust"]["level"] == "unverified"     # another user folder: none of ours
+    import shutil
+
+    from studio.engine.proof import receipts as receipt_store
+    shutil.copytree(receipt_store.receipt_dir(pkg, ctx.seal), receipt_store.receipt_dir(pkg, other))   # copied over
     c = publishing.card(there, pkg, profile_id=profile)
     assert c["trust"]["level"] == "unverified"
     assert {(r["origin"], r["counts"]) for r in c["receipts"]} == {("foreign", False)}

@@ -3,6 +3,7 @@ five other broken kernels are rejected; receipts are bound by hash and scoped to
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -149,8 +150,68 @@ def test_cli_conform_writes_a_receipt_and_exits_by_verdict(tmp_path):
                          capture_output=True, text=True)
     assert res.returncode == 0, res.stderr
     out = json.loads(res.stdout)
-    assert out["verdict"] == "pass" and (tmp_path / "m" / "receipts").is_dir()
+    assert out["verdict"] == "pass" and Path(out["receipt"]).is_file()     # in the user folder's receipts
     draft = copy_package(EXAMPLES / "windowed_median_first_draft", tmp_path / "d")
     res = subprocess.run([sys.executable, "-m", "studio.cli", "conform", str(draft)], capture_output=True, text=True)
     assert res.returncode == 1 and "minimum (n = w)" in res.stdout
     assert not (draft / "receipts").exists()     # a failing run earns no receipt
+
+
+# ------------------------------------------------------------------ issue 23: bands, categories, hints
+OPS23 = Path(__file__).parent / "data" / "ops23"
+
+
+def test_every_float_input_is_swept_over_every_binade_and_its_kinks():
+    from studio.engine.proof.bands import band_groups
+    sig = load_package(OPS23 / "wsum").contract.signature
+    bands = [c for c in generate(sig).cases if c.shape_kind == "band"]
+    for name in ("x", "w"):
+        mine = [c for c in bands if c.value_kind.startswith(f"{name}: ")]
+        lows = {int(c.value_kind.split("2^")[1].split(".")[0]) for c in mine if "band" in c.value_kind}
+        assert lows == {lo for lo, _ in band_groups(sig.inputs[0].domain)}          # -149 ... up to 1e15
+        vals = np.concatenate([c.inputs[name] for c in mine])
+        assert (vals < 0).any() and (vals > 0).any() and np.min(np.abs(vals[vals != 0])) < 1e-44
+        assert np.max(np.abs(vals)) == np.float32(1e15)                              # the domain's edge
+        assert any(c.value_kind.endswith("kinks") for c in mine)
+
+
+def test_a_kernel_wrong_on_a_narrow_band_fails(ctx, tmp_path):
+    bad = copy_package(OPS23 / "half", tmp_path / "h", {"forward.wgsl": [
+        ("    y[i] = r;", "    if (v > -87.0 && v < -80.0) { r = 0.0; }\n    y[i] = r;")]})
+    rep = conform(ctx, load_package(bad))
+    assert not rep.ok and {f.case.shape_kind for f in rep.failures} == {"band"}, "\n".join(report_lines(rep))
+
+
+def test_a_window_sum_dropping_taps_below_1e_30_fails(ctx, tmp_path):
+    bad = copy_package(OPS23 / "wsum", tmp_path / "w", {"forward.wgsl": [
+        ("acc = acc + w[j] * x[i + j];", "if (abs(w[j]) >= 1e-30) { acc = acc + w[j] * x[i + j]; }")]})
+    rep = conform(ctx, load_package(bad))
+    assert not rep.ok and all(f.case.value_kind.startswith("w: ") for f in rep.failures), "\n".join(report_lines(rep))
+
+
+def test_a_generator_with_inputs_is_refused_on_the_reference_path_too(ctx, tmp_path):
+    lie = copy_package(OPS23 / "half", tmp_path / "g", {"op.toml": [('category = "elementwise"', 'category = "generator"')]})
+    rep = conform(ctx, load_package(lie))
+    assert not rep.ok and "a generator has no array inputs" in rep.category_errors[0].message
+
+
+def test_the_fold_hint_names_the_fold_and_its_two_fixes(ctx, tmp_path):
+    root = copy_package(MEDIAN, tmp_path / "m", {"forward.wgsl": [("let i = gid.x + gid.y * nwg.x * 64u;",
+                                                                    "let i = gid.x;")]})
+    text = "\n".join(report_lines(conform(ctx, load_package(root))))
+    assert "folds it into 2-D" in text and "gid.y * nwg.x * 64u + gid.x" in text and "n <= 4194240" in text
+    assert "NaN" not in text.split("hint:")[1].split("\n")[0]                 # not the NaN-comparison hint
+
+
+def test_hints_for_the_poison_and_for_an_f32_overflow():
+    from studio.engine.contract.tolerance import Mismatch
+    from studio.engine.proof import hints
+    from studio.engine.proof.corpus import CorpusCase
+    case = CorpusCase(0, "minimum", "normal", {"n": 4}, {}, {"x": np.ones(4, np.float32)})
+    poison = Mismatch(1, 2.0, float("nan"), 0x40000000, 0x7FBADBAD, "equal")
+    assert "poison" in hints.hint(case, "unwritten", poison) and "NaN handling" in hints.hint(case, "unwritten", poison)
+    huge = CorpusCase(0, "random", "extreme", {"n": 4}, {}, {"x": np.full(4, 3e30, np.float32)})
+    over = Mismatch(0, 1e30, float("inf"), 0x7149F2CA, 0x7F800000, "ulp")
+    assert "overflowed" in hints.hint(huge, "mismatch", over)
+    nan = Mismatch(0, float("nan"), 1.0, 0x7FC00000, 0x3F800000, "ulp")
+    assert "bitcast<u32>" in hints.hint(case, "mismatch", nan)

@@ -46,9 +46,9 @@ def _versions(pkg, receipt: dict) -> tuple[list[dict], list[dict[str, bytes]]]:
     return receipts, packages
 
 
-def _writer(root: str, home: str, receipts: list[dict], packages: list[dict], ready) -> None:  # in the child
+def _writer(root: str, fixed: str, home: str, receipts: list[dict], packages: list[dict], ready) -> None:  # in the child
     os.environ["SCELLIS_HOME"] = home
-    pkg = load_package(root)
+    pkg = load_package(fixed)             # receipts are keyed by content: this content never changes
     here = Context.open()
     i = 0
     while True:
@@ -63,8 +63,10 @@ def _writer(root: str, home: str, receipts: list[dict], packages: list[dict], re
 def test_sigkill_at_random_moments_never_leaves_a_torn_file(ctx, tmp_path, device):
     root = tmp_path / "pkg"
     save_package(ctx, root, {p.name: p.read_bytes() for p in MEDIAN.iterdir() if p.is_file()})
-    pkg = load_package(root)
-    receipts, packages = _versions(pkg, make_receipt(pkg, conform(ctx, pkg)))
+    fixed = tmp_path / "fixed"
+    save_package(ctx, fixed, {p.name: p.read_bytes() for p in MEDIAN.iterdir() if p.is_file()})
+    pkg = load_package(fixed)
+    receipts, packages = _versions(load_package(root), make_receipt(pkg, conform(ctx, pkg)))
     receipt_path = write_receipt(pkg, receipts[0])
     mpc = mp.get_context("forkserver")
     mpc.set_forkserver_preload(["studio.engine.proof.receipts", "studio.engine.contract.package",
@@ -76,15 +78,15 @@ def test_sigkill_at_random_moments_never_leaves_a_torn_file(ctx, tmp_path, devic
     t_start = time.perf_counter()
     for k in range(KILLS):
         ready = mpc.Event()
-        proc = mpc.Process(target=_writer, args=(str(root), home, receipts, packages, ready))
+        proc = mpc.Process(target=_writer, args=(str(root), str(fixed), home, receipts, packages, ready))
         proc.start()
         assert ready.wait(30), "the writer never completed its first round"
-        time.sleep(rng.uniform(0, 0.03))
+        time.sleep(rng.uniform(0, 0.1))
         os.kill(proc.pid, signal.SIGKILL)
         proc.join()
         assert proc.exitcode == -signal.SIGKILL
         stats["kills"] += 1
-        leftovers = [p for p in root.rglob(".*.tmp")]
+        leftovers = [*root.rglob(".*.tmp"), *(Path(home) / "receipts").rglob(".*.tmp")]
         stats["mid_write"] += bool(leftovers)
         # every file is exactly one complete version
         got = json.loads(receipt_path.read_text())

@@ -471,7 +471,8 @@ def test_fuzz_receipts(proven_fill):
     judge_receipts and local_status. Nothing escapes but StudioError (and verify, judge and
     local_status raise nothing at all); no mutated receipt is valid unless what is judged of it is
     unchanged; the original is valid before and after."""
-    from studio.engine.proof.receipts import judge_receipts, local_status, parse_json, read_receipt, verify_receipt
+    from studio.engine.proof.receipts import judge_receipts, local_status, read_receipt, verify_receipt
+    from studio.engine.records.reader import parse_json
     pkg, path, profile, seal = proven_fill
     original_text = path.read_text()
     original = json.loads(original_text)

@@ -8,6 +8,8 @@ import sys
 
 import numpy as np
 import pytest
+
+from studio.engine.home import studio_home
 from conftest import BUILTINS, EXAMPLES, MEDIAN, _authored
 
 from studio.engine.contract.package import load_package
@@ -243,7 +245,8 @@ def test_receipts_are_bound_to_the_content(ctx, pkg_copy, tmp_path):
     pkg = load_package(root)
     assert gradcheck_status(pkg)[0] == "none"
     path = write_gradcheck_receipt(pkg, gradcheck(ctx, pkg, {"w": 3}))
-    assert path == gradcheck_receipt_path(pkg) and path.parent == root / "receipts" / "gradcheck"
+    assert path == gradcheck_receipt_path(pkg) and path.parent.parent == studio_home() / "receipts"
+    assert path.parent.name == pkg.hash and not (root / "receipts").exists()
     assert gradcheck_status(pkg)[0] == "pass"
     with open(root / "reference.py", "a") as f:
         f.write("\n# edited\n")
@@ -267,6 +270,6 @@ def test_cli_prints_the_report_and_exits_by_verdict(pkg_copy):
     bad = pkg_copy(reference__py=[("np.add.at(dx, np.arange(k.shape[0]) + k, dy)", "np.add.at(dx, np.arange(k.shape[0]) + k, -dy)")])
     res = scellis("gradcheck", bad, "--param", "w=5")
     assert res.returncode == 1 and "verdict  : FAIL" in res.stdout
-    assert (bad / "receipts" / "gradcheck").is_dir()
+    assert gradcheck_receipt_path(load_package(bad)).is_file() and not (bad / "receipts").exists()
     res = scellis("gradcheck", BUILTINS / "spiky_signal")
     assert res.returncode == 2 and "nondifferentiable" in res.stderr and "Traceback" not in res.stderr

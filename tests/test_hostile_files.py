@@ -30,16 +30,17 @@ from studio.engine.contract.package import load_package, read_regular
 from studio.engine.contract.signature import parse_signature
 from studio.engine.errors import StudioError
 from studio.engine.proof.receipts import (
-    MAX_JSON_DEPTH,
     gradcheck_receipt_path,
     gradcheck_status,
     judge_receipts,
     local_status,
-    parse_json,
     read_receipt,
+    receipt_dir,
     receipts,
     verify_receipt,
 )
+from studio.engine.records.reader import MAX_DEPTH as MAX_JSON_DEPTH
+from studio.engine.records.reader import parse_json
 
 GIB = 1 << 30
 MEDIAN_ID = "user/demo/windowed_median@1"
@@ -204,12 +205,12 @@ def median(tmp_path) -> Path:
 
 
 def test_a_fifo_receipt_never_blocks(median):
-    d = median / "receipts"
-    d.mkdir()
+    d = receipt_dir(load_package(median))
+    d.mkdir(parents=True)
     fifo = d / "x.json"
     os.mkfifo(fifo)
     grad = gradcheck_receipt_path(load_package(median))
-    grad.parent.mkdir()
+    grad.parent.mkdir(parents=True, exist_ok=True)
     os.mkfifo(grad)
     pkg = load_package(median)
     try:
@@ -228,8 +229,8 @@ def test_a_fifo_receipt_never_blocks(median):
 
 
 def test_a_sparse_3_gib_receipt_is_refused_from_its_size(median):
-    d = median / "receipts"
-    d.mkdir()
+    d = receipt_dir(load_package(median))
+    d.mkdir(parents=True)
     big = sparse(d / "x.json", SPARSE, b'{"schema": "scellis-receipt/1", ')
     pkg = load_package(median)
     before, t0 = rss_now(), time.perf_counter()
@@ -243,8 +244,8 @@ def test_a_sparse_3_gib_receipt_is_refused_from_its_size(median):
 @pytest.mark.parametrize("text, line", [("[" * 100_000 + "]" * 100_000, 1),
                                         ('{"a": "[[[[",\n "b": ' + "{\"c\": " * 100_000 + "1" + "}" * 100_000 + "}", 2)])
 def test_a_100000_deep_receipt_is_refused_where_it_gets_too_deep(median, text, line):
-    d = median / "receipts"
-    d.mkdir()
+    d = receipt_dir(load_package(median))
+    d.mkdir(parents=True)
     (d / "x.json").write_text(text)
     with pytest.raises(StudioError) as info:
         read_receipt(d / "x.json")
@@ -286,7 +287,7 @@ def _receipt(pkg, profile_id: str) -> dict:
 def _sealed(body: dict) -> dict:
     """Sealed with this test's user key, as conformance seals what it writes (docs/receipt.md)."""
     from studio.engine.home import studio_home
-    from studio.engine.seal import ReceiptSeal
+    from studio.engine.records.seal import Seal as ReceiptSeal
     return ReceiptSeal(studio_home()).seal(body)
 
 
@@ -334,8 +335,8 @@ def test_hostile_receipts_through_run_and_receipts(median, tmp_path):
     (in the worker) with a FIFO, a sparse 3 GiB file, a 100,000-deep document and `"hashes": null`
     among the receipts: both finish, each receipt is malformed with its reason, and nothing is
     read whole (the peak resident set stays far below the 3 GiB a whole read would take)."""
-    d = median / "receipts"
-    d.mkdir()
+    d = receipt_dir(load_package(median))
+    d.mkdir(parents=True)
     os.mkfifo(d / "fifo.json")
     sparse(d / "sparse.json", SPARSE)
     (d / "deep.json").write_text("[" * 100_000 + "]" * 100_000)

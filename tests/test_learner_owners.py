@@ -78,10 +78,32 @@ def test_an_existing_cluster_through_its_scheduler_address(client):
         learn(system, scheduler="tcp://127.0.0.1:9", steps=1)
 
 
-def test_more_owners_than_workers_is_refused(client):
+def test_more_owners_than_workers_share_workers_and_keep_the_bits(client):
+    """8 owners on 7 workers: owner 7 is a second actor on owner 0's worker; the same bits."""
     system = load_system(ROOT / "learners" / "online_mean")
-    with pytest.raises(StudioError, match="8 owners asked for, the cluster has 7 workers"):
-        learn(system, client=client, owners=8, steps=1)
+    want_p, want_s = independent_run(system, 2)
+    res = learn(system, client=client, owners=8, steps=2)
+    assert (bits(res.params) == bits(want_p)).all() and (bits(res.state) == bits(want_s)).all()
+    where = res.records[-1].owners
+    assert len(where) == 8 and len(set(where)) == 7 and where[7] == where[0]
+    assert res.records[-1].paths == ["cpu (numpy)"] * 8
+
+
+def test_one_round_trip_carries_only_sums_and_hashes(client):
+    """The owners keep their replicas between steps (actors): the driver's replica after each step
+    is the owners' (their hash), and a run of 3 steps starts each owner once."""
+    system = load_system(ROOT / "learners" / "logistic_adam").with_shares([10, 50, 60])
+    from studio.engine.learner.owners import Owners
+    team = Owners.on(client, 3)
+    team.load(system, system.params, system.state)
+    before = [a.pid().result() for a in team._actors]
+    from studio.engine.learner.resident import replica_hash
+    for step in (1, 2, 3):
+        out = team.step(step, more=step < 3)
+        assert set(out.hashes) == {replica_hash(out.params, out.state)}
+    assert [a.pid().result() for a in team._actors] == before == team.pids()
+    reps = [a.replica().result() for a in team._actors]
+    assert all((bits(p) == bits(out.params)).all() and (bits(s) == bits(out.state)).all() for p, s in reps)
 
 
 def test_the_per_owner_tree_on_dask_is_the_partition_s_program(client):

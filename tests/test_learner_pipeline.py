@@ -34,8 +34,8 @@ def setup(module_ctx, tmp_path_factory):
         write_gradcheck_receipt(pkg, rep, receipts, seal=module_ctx.seal)
     wf = tmp_path_factory.mktemp("wf") / "train_median.toml"
     text = (ROOT / "workflows" / "train_median.toml").read_text()
-    assert "n = 60000" in text
-    wf.write_text(text.replace("n = 60000", "n = 256"))
+    assert "n = 1000000" in text
+    wf.write_text(text.replace("n = 1000000", "n = 256"))
     cluster, client = start_cluster(2, memory_limit="2GiB")
     yield {"home": home, "receipts": receipts, "wf": wf, "client": client}
     client.close()

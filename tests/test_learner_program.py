@@ -1,5 +1,5 @@
 """Pointwise assignment programs (issue 16 point 2; docs/assignment-programs.md): the grammar and
-its line:col errors, the checker of LEARNER.md §6's slot ranges, and the numpy reference."""
+its line:col errors, the checker of the slot ranges (docs/requirements.md L6), and the numpy reference."""
 import hashlib
 import subprocess
 import sys
@@ -273,3 +273,33 @@ def test_a_parallel_assignment_in_pieces_reads_only_the_frame_before_it(monkeypa
     assert whole[0, :50].tolist() == [0.0] + list(range(49))
     monkeypatch.setattr(evaluate_module, "BUDGET", 7)
     assert evaluate(b, f).tobytes() == whole.tobytes()
+
+
+def test_the_frame_is_evaluated_in_place_and_rules_build_it_in_chunks_to_the_same_bits(monkeypatch):
+    """The rules (system.py) hand the evaluator a frame of their own: evaluated in place (no copy),
+    built a chunk of rows at a time; a write over one loop variable with a positive stride is a
+    slice of the frame, any other a scatter. Every one of these gives the interpreter's bits: the
+    same as the copying evaluate of the whole frame, and as each row evaluated alone."""
+    from studio.engine.learner.system import ProgramContribution
+    k, s = 40, 41
+    texts = [(LEARNERS / n / "contribution.assign").read_text() for n in ("least_squares_momentum", "logistic_adam")]
+    texts += ["for i in 0..k: contrib[k - 1 - i] := sample[i] * param[i] + sample[k]",        # a scatter
+              "for i in 0..k // 2: contrib[2 * i] := sample[2 * i + 1]\n"                       # stride 2
+              "for i in 0..k // 2: contrib[2 * i + 1] := sum(j in 0..k: sample[j]) * param[i]"]
+    for text in texts:
+        b = check_program(parse_program(text), role="contribution", k=k, s=s, m=0)
+        f = frame("contribution", k, s, 0, rows=23, seed=4)
+        f[:, :k] = f[0, :k]                                   # one parameter vector, as a rule's frame has
+        whole = evaluate(b, f)
+        alone = np.concatenate([evaluate(b, f[r:r + 1]) for r in range(23)])
+        assert whole.tobytes() == alone.tobytes(), text
+        g = f.copy()
+        assert evaluate(b, g, in_place=True) is g and g.tobytes() == whole.tobytes(), text
+        rule = ProgramContribution(b.program, b, k, s)
+        want = whole[:, k + s:]
+        assert rule.contributions(f[0, :k], f[:, k:k + s]).tobytes() == want.tobytes()
+        monkeypatch.setattr(evaluate_module, "BUDGET", 3 * b.volume)                  # 3 rows a chunk
+        monkeypatch.setattr(evaluate_module, "FRAME_WORDS", 3 * (2 * k + s))
+        assert evaluate_module.frame_rows(b) == 3
+        assert rule.contributions(f[0, :k], f[:, k:k + s]).tobytes() == want.tobytes()
+        monkeypatch.undo()

@@ -11,7 +11,7 @@ import numpy as np
 from studio.engine.contract.package import load_package
 from studio.engine.proof import receipts
 from studio.engine.proof.conformance import conform
-from studio.engine.seal import ReceiptSeal
+from studio.engine.records.seal import Seal as ReceiptSeal
 
 
 def scellis(*args):
@@ -58,8 +58,8 @@ def test_a_receipt_copied_onto_a_broken_kernel_with_recomputed_hashes_never_coun
     bad = load_package(bad_root)
     forged = json.loads(path.read_text())
     forged["hashes"].update({**bad.part_hashes(), "corpus": forged["hashes"]["corpus"]})
-    (bad_root / "receipts").mkdir()
-    (bad_root / "receipts" / path.name).write_text(json.dumps(forged))
+    receipts.receipt_dir(bad, ctx.seal).mkdir(parents=True)
+    (receipts.receipt_dir(bad, ctx.seal) / path.name).write_text(json.dumps(forged))
     assert receipts.local_status(bad, ctx.device.profile.id, ctx.seal) == "forged"
     res = scellis("receipts", bad_root)
     assert res.returncode == 1 and "forged" in res.stdout, res.stdout + res.stderr
@@ -73,7 +73,7 @@ def test_a_receipt_from_another_user_folder_is_foreign(ctx, pkg_copy, tmp_path):
     theirs = ReceiptSeal(tmp_path / "elsewhere")
     r = theirs.seal(receipts.read_receipt(path))                  # a valid seal, of another machine's key
     v = receipts.verify_receipt(pkg, r, ctx.device.profile.id, ctx.seal)
-    assert v.status == "foreign" and "another key" in v.problems[0]
+    assert v.status == "foreign" and "from elsewhere" in v.problems[0]
     assert receipts.verify_receipt(pkg, r, ctx.device.profile.id, theirs).status == "valid"
 
 

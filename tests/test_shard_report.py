@@ -3,6 +3,7 @@ node kinds of the shipped workflow, each run on the whole batch and on R shards 
 Per-example nodes match their shards bit for bit; the bf16 weight gradients differ from the
 whole-batch node by a reported, non-zero amount; at rnd = id that difference is exactly zero.
 Negative controls: a per-example op that looks at another example, and an unproven op."""
+import contextlib
 import json
 import shutil
 
@@ -12,7 +13,7 @@ from conftest import BUILTINS, REPO, copy_package
 from studio.engine.contract.package import load_package
 from studio.engine.errors import StudioError
 from studio.engine.proof.conformance import conform
-from studio.engine.proof.receipts import make_receipt, write_receipt
+from studio.engine.proof.receipts import make_receipt, receipt_dir, write_receipt
 from studio.engine.sharding.kinds import EXACT, ROUNDED
 from studio.engine.sharding.report import report_lines, shard_report
 
@@ -38,6 +39,19 @@ def proven(module_ctx, tmp_path_factory):
     shutil.copytree(SHIPPED.parent / "bf16_conv", root / "bf16_conv")
     (root / "bf16_conv.toml").write_text(text)
     return root
+
+
+@contextlib.contextmanager
+def unproven(ctx, op_dir):
+    """The op's receipts (kept in the user folder by content hash) set aside for the block."""
+    d = receipt_dir(load_package(op_dir), ctx.seal)
+    kept = d.with_name(d.name + ".kept")
+    d.rename(kept)
+    try:
+        yield
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+        kept.rename(d)
 
 
 def nodes(rep):
@@ -79,7 +93,9 @@ def test_on_one_replica_nothing_differs(module_ctx, proven):
 def test_a_replica_count_that_is_no_power_of_two_warns_and_names_the_nodes(module_ctx, proven):
     rep = shard_report(module_ctx, proven / "bf16_conv.toml", 3)
     (w,) = rep.warnings
-    assert "3 replicas is not a power of two" in w and "conv, conv_s2, dx, dx_s2, dw, dw_s2" in w
+    assert "3 replicas is not a power of two" in w and "node(s) dx, dx_s2, dw, dw_s2 that the scaled" in w
+    assert "conv" not in w and "LEARNER" not in w          # forward nodes carry no cotangent
+    assert nodes(rep)["conv"].divisor == {} and nodes(rep)["dw"].divisor["dw"]["elements"] == 72
     fails = nodes(rep)["dx"].divisor["dx"]
     assert fails["scale"] == 3 and 0 < fails["fails"] <= fails["elements"]
     assert shard_report(module_ctx, proven / "bf16_conv.toml", 4).warnings == []
@@ -93,8 +109,8 @@ def test_a_batch_that_does_not_split_is_refused(module_ctx, proven):
 
 def test_an_unproven_op_is_refused(module_ctx, proven, tmp_path):
     shutil.copytree(proven, tmp_path / "wf")
-    shutil.rmtree(tmp_path / "wf" / "ops" / "conv1d_bf16" / "receipts")
-    with pytest.raises(StudioError, match="no valid conformance receipt"):
+    with unproven(module_ctx, tmp_path / "wf" / "ops" / "conv1d_bf16"), \
+            pytest.raises(StudioError, match="no valid conformance receipt"):
         shard_report(module_ctx, tmp_path / "wf" / "bf16_conv.toml", 2)
 
 
@@ -132,11 +148,11 @@ def test_prove_earns_the_missing_receipt_first(module_ctx, proven, tmp_path, mon
     from studio.cli import main
     monkeypatch.setenv("SCELLIS_HOME", str(module_ctx.trust.home))
     shutil.copytree(proven, tmp_path / "wf")
-    shutil.rmtree(tmp_path / "wf" / "ops" / "conv1d_bf16" / "receipts")
     wf = str(tmp_path / "wf" / "bf16_conv.toml")
-    assert main(["shard-report", wf, "--replicas", "2"]) == 2
-    assert "no valid conformance receipt" in capsys.readouterr().err
-    assert main(["shard-report", wf, "--replicas", "2", "--prove"]) == 0
-    out = capsys.readouterr().out
-    assert "proof core/nn/conv1d_bf16@1: no receipt here, so conformance ran first" in out
-    assert "rounded per replica" in out
+    with unproven(module_ctx, tmp_path / "wf" / "ops" / "conv1d_bf16"):
+        assert main(["shard-report", wf, "--replicas", "2"]) == 2
+        assert "no valid conformance receipt" in capsys.readouterr().err
+        assert main(["shard-report", wf, "--replicas", "2", "--prove"]) == 0
+        out = capsys.readouterr().out
+        assert "proof core/nn/conv1d_bf16@1: no receipt here, so conformance ran first" in out
+        assert "rounded per replica" in out

@@ -54,7 +54,7 @@ def ledger(module_ctx, reports, tmp_path_factory):
 def small(tmp_path, *, n: int = 2048, steps: int = 30, optimizer: str = "adam", lr: float = 0.05, name="t.toml"):
     """The shipped training workflow at a CI size, written next to the test's files."""
     text = SHIPPED.read_text()
-    for old, new in (("n = 60000", f"n = {n}"), ("steps = 150", f"steps = {steps}"),
+    for old, new in (("n = 1000000", f"n = {n}"), ("steps = 150", f"steps = {steps}"),
                      ('optimizer = "adam"', f'optimizer = "{optimizer}"'), ("learning_rate = 0.05", f"learning_rate = {lr}")):
         assert old in text
         text = text.replace(old, new)
@@ -176,8 +176,8 @@ def test_a_checkpoint_resumes_exactly_and_a_tampered_one_is_refused(module_ctx, 
     kw = dict(receipts=ledger, allow_unverified=True, out_dir=tmp_path)
     whole = train_use_case(module_ctx, p, steps=4, checkpoint="whole.json", record="whole.record.json", **kw)
     half = train_use_case(module_ctx, p, steps=2, checkpoint="half.json", record="half.record.json", **kw)
-    rest = train_use_case(module_ctx, p, steps=2, resume=tmp_path / "half.json", checkpoint="rest.json",
-                          record="rest.record.json", **kw)
+    rest = train_use_case(module_ctx, p, steps=4, resume=tmp_path / "half.json", checkpoint="rest.json",
+                          record="rest.record.json", **kw)            # --steps: the step to reach, as `learn`'s
     assert rest["losses"] == whole["losses"] and rest["final_loss"] == whole["final_loss"]
     assert all(np.array_equal(rest["params"][k], whole["params"][k]) for k in whole["params"])
     rec = json.loads((tmp_path / "whole.record.json").read_text())
@@ -186,17 +186,21 @@ def test_a_checkpoint_resumes_exactly_and_a_tampered_one_is_refused(module_ctx, 
     assert {s["name"] for s in rec["steps"]} >= {"median", "loss"}
     assert next(s for s in rec["steps"] if s["name"] == "median")["gradcheck"]["status"] == "pass"
     assert half["losses"] == whole["losses"][:2]
+    assert json.loads((tmp_path / "rest.json").read_text())["step"] == 4
+    with pytest.raises(StudioError) as e:                                 # already there: nothing to run
+        train_use_case(module_ctx, p, steps=2, resume=tmp_path / "half.json", checkpoint="again.json",
+                       record="again.record.json", **kw)
+    assert "already at step 2" in e.value.message and e.value.field == "--steps"
     d = json.loads((tmp_path / "whole.json").read_text())
     d["params"]["gain"]["values"][0] += 1.0
     (tmp_path / "bad.json").write_text(json.dumps(d))
     with pytest.raises(StudioError) as e:
-        ckpt.read_checkpoint(tmp_path / "bad.json")
-    assert "does not match its own sha256" in e.value.message
-    body = {k: v for k, v in d.items() if k != "sha256"}                  # a consistent outer hash, a wrong array
-    d["sha256"] = ckpt.hashlib.sha256(ckpt._canonical(body)).hexdigest()
-    (tmp_path / "bad.json").write_text(json.dumps(d))
+        ckpt.read_checkpoint(tmp_path / "bad.json", module_ctx.seal)
+    assert "edited after it was sealed" in e.value.message and e.value.field == "params.gain.values"
+    d.pop("seal")                                                          # resealed: a consistent seal, a wrong array
+    (tmp_path / "bad.json").write_text(json.dumps(module_ctx.seal.seal(d)))
     with pytest.raises(StudioError) as e:
-        ckpt.checkpoint_params(ckpt.read_checkpoint(tmp_path / "bad.json"))
+        ckpt.checkpoint_params(ckpt.read_checkpoint(tmp_path / "bad.json", module_ctx.seal))
     assert "does not match its hash" in e.value.message and e.value.field == "params.gain"
 
 
@@ -234,7 +238,7 @@ def test_scellis_train_on_the_command_line(reports, tmp_path, capsys):
     """In the device worker (a process of its own, judging receipts with this test's key)."""
     from studio.cli_workflow import main
     from studio.engine.home import studio_home
-    from studio.engine.seal import ReceiptSeal
+    from studio.engine.records.seal import Seal as ReceiptSeal
     here = tmp_path / "gradcheck"
     for pkg, rep in reports.values():
         write_gradcheck_receipt(pkg, rep, here, seal=ReceiptSeal(studio_home()))

@@ -9,6 +9,8 @@ import pytest
 from conftest import BUILTINS, MEDIAN, copy_package
 
 from studio.cli_workflow import main, story_workflow
+from studio.engine.contract.package import load_package
+from studio.engine.proof.receipts import receipt_dir
 
 N = 20_000
 
@@ -87,7 +89,7 @@ def test_prove_runs_conformance_first_and_the_record_names_the_receipt(tmp_path,
     assert "conformance ran first" in out and "receipt valid" in out
     r = json.loads((tmp_path / "gen.record.json").read_text())
     profile = r["gpu_profile"]["id"]
-    assert r["steps"][0]["receipt"]["receipt"] == f"{profile}.json" and (sig / "receipts" / f"{profile}.json").is_file()
+    assert r["steps"][0]["receipt"]["receipt"] == f"{profile}.json" and (receipt_dir(load_package(sig)) / f"{profile}.json").is_file()
     assert r["seeds"] == {"signal": 1} and (tmp_path / "x.csv").read_text().count("\n") == 5000
     rc, out, err = run(capsys, "workflow", "run", wf, "--out-dir", tmp_path)        # proven now: strict run passes
     assert rc == 0 and "receipt valid" in out

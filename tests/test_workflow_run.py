@@ -15,7 +15,7 @@ from studio.engine.contract.package import folder_hash, load_package
 from studio.engine.errors import StudioError
 from studio.engine.grad.run import run_op
 from studio.engine.proof.conformance import conform
-from studio.engine.proof.receipts import make_receipt, write_receipt
+from studio.engine.proof.receipts import make_receipt, receipt_dir, write_receipt
 from studio.engine.workflow.plan import make_plan
 from studio.engine.workflow.provenance import (
     make_record,
@@ -93,8 +93,9 @@ def test_the_story_chain_runs_proven_and_the_record_pins_every_op_alike(module_c
     profile = module_ctx.device.profile.id
     for name, s in steps.items():
         assert s["receipt"]["status"] == "valid" and s["receipt"]["receipt"] == f"{profile}.json"
-        rpath = load_package(proven["median" if name == "median" else "signal" if name == "signal" else "affine"]).root
-        assert s["receipt"]["sha256"] == hashlib.sha256((rpath / "receipts" / f"{profile}.json").read_bytes()).hexdigest()
+        rpkg = load_package(proven["median" if name == "median" else "signal" if name == "signal" else "affine"])
+        rfile = receipt_dir(rpkg, module_ctx.seal) / f"{profile}.json"
+        assert s["receipt"]["sha256"] == hashlib.sha256(rfile.read_bytes()).hexdigest()
         assert s["package_hash"] == load_package(s["ref"]).hash
     # the user's op is pinned exactly as the builtins beside it: the same fields, nothing says who wrote it
     assert steps["median"].keys() == steps["before"].keys() == steps["signal"].keys()
@@ -115,7 +116,8 @@ def test_the_story_chain_runs_proven_and_the_record_pins_every_op_alike(module_c
 
 
 def test_a_missing_receipt_refuses_the_run_and_allowing_unverified_records_it(module_ctx, proven, pkg_copy, tmp_path):
-    ops = dict(proven, median=str(pkg_copy(MEDIAN, "median_unproven")))          # a copy: no receipt
+    ops = dict(proven, median=str(pkg_copy(MEDIAN, "median_unproven", forward__wgsl=[   # other content: no receipt
+        ("// user/demo/windowed_median@1:", "// an unproven copy of user/demo/windowed_median@1:")])))
     text = story(ops)
     wf = wf_of(text, tmp_path)
     with pytest.raises(StudioError) as e:
@@ -137,8 +139,8 @@ def test_a_tampered_op_between_runs_is_caught_by_verify(module_ctx, proven, pkg_
     ops = dict(proven, median=str(median))
     wf = wf_of(story(ops), tmp_path)
     res = run_workflow(module_ctx, wf, allow_unverified=True)
-    path = write_record(tmp_path / "run.record.json", make_record(module_ctx, res))
-    rec = read_record(path)
+    path = write_record(tmp_path / "run.record.json", make_record(module_ctx, res), module_ctx.seal)
+    rec = read_record(path, module_ctx.seal).doc
     assert verify_record(module_ctx, rec).ok                            # untouched: every step reproduces
     # a comment changes the content but not the output: caught by the pinned hash
     k = median / "forward.wgsl"
@@ -160,16 +162,16 @@ def test_a_tampered_op_between_runs_is_caught_by_verify(module_ctx, proven, pkg_
 
 def test_a_record_edited_by_hand_is_refused(module_ctx, proven, tmp_path):
     res = run_workflow(module_ctx, wf_of(story(proven, n=500), tmp_path))
-    path = write_record(tmp_path / "r.json", make_record(module_ctx, res))
+    path = write_record(tmp_path / "r.json", make_record(module_ctx, res), module_ctx.seal)
     rec = json.loads(path.read_text())
     rec["workflow"]["text"] = rec["workflow"]["text"].replace("w = 7", "w = 5")
     path.write_text(json.dumps(rec))
     with pytest.raises(StudioError) as e:
-        read_record(path)
+        read_record(path, module_ctx.seal)
     assert "the record was edited" in e.value.message and e.value.file == str(path)
     path.write_text('{"schema": "scellis-workflow-record/1", "steps": [}')
     with pytest.raises(StudioError) as e:
-        read_record(path)
+        read_record(path, module_ctx.seal)
     assert e.value.line == 1 and "not JSON" in e.value.message
 
 
@@ -304,7 +306,7 @@ sample_rate = 16000
     from studio.engine.workflow.wavio import read_wav
     y, rate = read_wav(out / "c.wav")
     assert rate == 16000 and np.max(np.abs(y - x)) <= 1 / 32768
-    rec = read_record(out / "files.record.json")
+    rec = read_record(out / "files.record.json", module_ctx.seal).doc
     assert rec["sources"]["npy"]["sha256"] == hashlib.sha256((tmp_path / "x.npy").read_bytes()).hexdigest()
     assert rec["sources"]["csv"]["column"] == 1 and rec["sources"]["wav"]["sample_rate"] == 16000
     assert rec["sinks"]["a_npy"]["sha256"] == array_digest(np.load(out / "a.npy"))["sha256"]

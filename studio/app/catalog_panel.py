@@ -18,6 +18,7 @@ from PySide6.QtWidgets import (
 )
 
 from .cells.base import Chip
+from .fitting import ElidedLabel
 
 RECEIPT_CHIP = {"valid": ("receipt ✔", "ok"), "none": ("no receipt", "idle"), "stale": ("receipt stale", "warn"),
                 "foreign": ("receipt from elsewhere", "warn"), "failed": ("receipt: fail", "error"),
@@ -39,7 +40,7 @@ class Card(QFrame):
         lay.setContentsMargins(8, 5, 8, 6)
         lay.setSpacing(2)
         top = QHBoxLayout()
-        self.title = QLabel(f"<b>{d['id']}</b>")
+        self.title = ElidedLabel(d["id"], bold=True)          # "…" and a tooltip when the dock is narrow
         self.title.setObjectName("card_title")
         top.addWidget(self.title, 1)
         source = "example" if d.get("group") == "example" else d["source"]
@@ -126,7 +127,7 @@ class CatalogPanel(QWidget):
             self.groups[key] = it
         self.cards: dict[str, Card] = {}
         self.tree.itemDoubleClicked.connect(self._open)
-        self.setMinimumWidth(330)
+        self.setMinimumWidth(220)
         self._fit_timer = QTimer(self, singleShot=True, interval=0)
         self._fit_timer.timeout.connect(self._fit_cards)
         self.tree.viewport().installEventFilter(self)

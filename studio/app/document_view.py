@@ -57,10 +57,12 @@ class DocumentView(QWidget):
                        "gradcheck": PanelMark([self.gradcheck_panel.chip])}
         self._pending: dict[str, str] = {}
         self.freshness.staleChanged.connect(lambda kind, stale: self._marks[kind].set_stale(stale))
-        for kind, panel, ctl in (("conformance", self.conformance_panel, self.conformance),
-                                 ("gradcheck", self.gradcheck_panel, self.gradcheck)):
-            panel.runRequested.connect(lambda *_a, k=kind, c=ctl: self._proof_started(k, c))
+        for kind, ctl in (("conformance", self.conformance), ("gradcheck", self.gradcheck)):
+            # (the controller's start, not the panel's button: F5/F6 and Ctrl+Enter count too)
+            ctl.started.connect(lambda _job, k=kind, c=ctl: self._proof_started(k, c))
             ctl.finished.connect(lambda _r, k=kind: self._proof_done(k))
+        for key, ctl in (("conformance", self.conformance), ("gradcheck", self.gradcheck), ("run", self.runner)):
+            ctl.started.connect(lambda job, k=key: self._running(k, job))
         doc.changed.connect(self._signature_params)
         self._signature_params()
         self.checker._emit()
@@ -74,6 +76,15 @@ class DocumentView(QWidget):
         self._pending[kind] = self.doc.content_hash()     # the content the job was given (taken now)
         roots = [p for p in (self.doc.path,) if p]
         job.failed.connect(lambda err, j=job: self.checker.set_proof_problems(kind, err, roots, j))
+
+    def _running(self, key: str, job) -> None:
+        """Where the user looks: the running cell is brought into view (its header at the top,
+        unless it is in view already) and framed in the busy colour until its job ends."""
+        self.notebook.reveal_cell(key)
+        cell = self.notebook.cell(key)
+        cell.set_running(True)
+        if job is not None:
+            job.finished.connect(lambda c=cell: c.set_running(False))
 
     def _proof_done(self, kind: str) -> None:
         h = self._pending.pop(kind, None)

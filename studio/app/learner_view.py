@@ -129,7 +129,8 @@ class LearnerPanel(QWidget):
 
     def open(self, path) -> System | None:
         try:
-            self.system = load_system(Path(path))
+            from ..engine.learner.limits import default_max_owners
+            self.system = load_system(Path(path), max_owners=default_max_owners())   # a local cluster: capped
         except StudioError as e:
             self.status.setText(f"error: {e.format()}")
             return None

@@ -18,19 +18,19 @@ from PySide6.QtWidgets import (
 from ..engine.contract.manifest import Manifest
 from ..engine.contract.package import MANIFEST
 from .cells.backward import BackwardCell
-from .cells.base import ThemedLabel
 from .cells.bindings import BindingsCell
 from .cells.code import KernelCell, ManifestCell, ReferenceCell
 from .cells.metadata import MetadataCell
 from .cells.signature import SignatureCell
 from .cells.tolerance import ToleranceCell
 from .editors import Marker
+from .fitting import ElidedLabel, fit_column
 from .problems import Problem
-from .style import colour
 from .wheel_guard import guard, guard_tree
 
 EMBEDDED = ("signature", "bindings.text", "backward.text", "kernel.invocations", "backward.bindings",
             "backward.invocations")
+HEADER_PX = 36            # a cell's header: what must be in view for the cell to count as shown
 FIELD_CELL = {"signature": "signature", "bindings": "bindings", "tolerance": "tolerance", "backward": "backward",
               "kernel": "kernel", "reference": "reference", "trust": "reference", "id": "op", "summary": "op",
               "license": "op", "visibility": "op", "authors": "op"}
@@ -64,14 +64,24 @@ class Notebook(QWidget):
         lay.setContentsMargins(0, 0, 0, 0)
         nav = QHBoxLayout()
         nav.setContentsMargins(8, 4, 8, 0)
-        self.heading = ThemedLabel()
+        self.heading = ElidedLabel(bold=True)          # the op's id (● when unsaved)
+        self.where = ElidedLabel(mode=Qt.TextElideMode.ElideMiddle)      # its folder
+        self.where.setProperty("note", True)
         self.jump_box = QComboBox()
         self.jump_box.setToolTip("scroll the notebook to a cell (it unfolds if folded): Op, Signature, Bindings, "
                                  "… Run, op.toml (text)")
-        nav.addWidget(self.heading, 1)
+        nav.addWidget(self.heading)
+        nav.addWidget(self.where, 1)
         nav.addWidget(QLabel("go to"))
         nav.addWidget(self.jump_box)
         lay.addLayout(nav)
+        self.banner = QLabel()                    # e.g. "your editable copy of the shipped …" (set_banner)
+        self.banner.setObjectName("notebook_banner")
+        self.banner.setWordWrap(True)
+        self.banner.setProperty("banner", True)
+        self.banner.setContentsMargins(8, 2, 8, 2)
+        self.banner.setVisible(False)
+        lay.addWidget(self.banner)
         self.scroll = QScrollArea()
         self.scroll.setWidgetResizable(True)
         self.scroll.setObjectName("notebook_scroll")
@@ -96,28 +106,73 @@ class Notebook(QWidget):
             self.column.addWidget(c)
             self.jump_box.addItem(c.title, c.key)
         self.column.addStretch(1)
+        fit_column(inner)                   # the column reflows: no sideways scroll at 1024 px
         guard_tree(inner)                         # the wheel scrolls the notebook, never an unfocused control
         guard(self.jump_box)
         self.jump_box.activated.connect(lambda i: self.show_cell(self.jump_box.itemData(i)))
+        self.scroll.verticalScrollBar().valueChanged.connect(self._follow)
         self._title()
         doc.changed.connect(lambda *_: self._title())
         doc.dirtyChanged.connect(lambda *_: self._title())
 
     def _title(self) -> None:
         where = str(self.doc.path) if self.doc.path else "not saved yet"
-        head = f"<b>{self.doc.field('id') or 'untitled'}</b>{' ●' if self.doc.dirty else ''}"
-        self.heading.set_rendered(lambda: f"{head} <span style='color:{colour('muted')}'>— {where}</span>")
+        self.heading.setText(f"{self.doc.field('id') or 'untitled'}{' ●' if self.doc.dirty else ''}")
+        self.where.setText(f"— {where}")
+
+    def set_banner(self, text: str | None) -> None:
+        self.banner.setText(text or "")
+        self.banner.setToolTip(text or "")
+        self.banner.setVisible(bool(text))
 
     def cell(self, key: str):
         return self.cells[key]
 
     def show_cell(self, key: str) -> None:
+        """Go to a cell: unfolded, its header at the top of the notebook (as far as the scroll goes)."""
         c = self.cells[key]
         if not c.expanded:
             c.set_expanded(True)
-        # after layout settles, so the position is right even for a just-expanded cell
-        QTimer.singleShot(0, lambda: self.scroll.ensureWidgetVisible(c, 0, 10))
-        self.scroll.ensureWidgetVisible(c, 0, 10)
+        self._to_top(c)
+        # again after the layout settles, so the position is right even for a just-expanded cell
+        QTimer.singleShot(0, lambda: self._to_top(c))
+
+    def reveal_cell(self, key: str) -> None:
+        """Bring a cell into view for a run asked from elsewhere (a menu, F5): its header at the top,
+        unless its header is in view already (the user is looking at it)."""
+        c = self.cells[key]
+        if not c.expanded:
+            c.set_expanded(True)
+        if not self.header_in_view(key):
+            self.show_cell(key)
+
+    def header_in_view(self, key: str) -> bool:
+        c = self.cells[key]
+        top = c.y() - self.scroll.verticalScrollBar().value()
+        return 0 <= top and top + HEADER_PX <= self.scroll.viewport().height()
+
+    def _to_top(self, c) -> None:
+        bar = self.scroll.verticalScrollBar()
+        bar.setValue(max(0, min(c.y() - self.column.spacing(), bar.maximum())))
+        self._follow()
+
+    def top_cell(self) -> str | None:
+        """The key of the cell at the top of the view (the one the notebook is "at")."""
+        y = self.scroll.verticalScrollBar().value() + HEADER_PX
+        at = None
+        for key, c in self.cells.items():
+            if c.isVisible() and c.y() <= y:
+                at = key
+        return at or next(iter(self.cells), None)
+
+    def _follow(self, *_a) -> None:
+        """The "go to" box names the cell at the top of the view, as the notebook scrolls."""
+        key = self.top_cell()
+        i = self.jump_box.findData(key)
+        if i >= 0 and i != self.jump_box.currentIndex() and not self.jump_box.view().isVisible():
+            self.jump_box.blockSignals(True)
+            self.jump_box.setCurrentIndex(i)
+            self.jump_box.blockSignals(False)
 
     # ------------------------------------------------------------------ problems
     def set_problems(self, problems: list[Problem]) -> None:
@@ -142,6 +197,8 @@ class Notebook(QWidget):
                                ("backward.bindings", bw.device_bindings)):
             found = embedded.get(dotted, [])
             editor.set_markers([Marker(ln, c, p.message) for p, ln, c in found])      # none found: cleared
+            if dotted == "bindings.text":
+                self.cells["bindings"].set_check_problems([p.message for p, _ln, _c in found])
 
     def jump(self, p: Problem) -> None:
         """Show the cell a problem belongs to and put the cursor at its line and column."""

@@ -10,6 +10,7 @@ from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QHeaderView, QTreeWidget, QTreeWidgetItem
 
 from ..engine.errors import StudioError
+from .naga_words import in_product_words
 from .style import colour
 
 
@@ -51,7 +52,9 @@ def relative(file: str | None, roots: list[Path]) -> str | None:
 
 
 def from_error(e: StudioError, roots: list[Path], source: str = "check", severity: str = "error") -> Problem:
-    return Problem(e.message, relative(e.file, roots), e.line, e.col, e.field, e.hint, severity, source)
+    """(wgpu's compiler notation in a message is written in WGSL's words: naga_words.py)"""
+    return Problem(in_product_words(e.message), relative(e.file, roots), e.line, e.col, e.field, e.hint, severity,
+                   source)
 
 
 def from_json(d: dict, roots: list[Path], source: str = "check", severity: str = "error") -> Problem:

@@ -15,6 +15,7 @@ from ..engine.proof.receipts import read_receipt
 class ProofController(QObject):
     """One proof request on the ``proof`` lane: the trust guard, the job's signals, cancel."""
     finished = Signal(dict)              # the report (with "receipt" when one was issued)
+    started = Signal(object)             # the job, however it was asked for (button, Ctrl+Enter, F5/F6)
     request = ""                         # the worker request this controller sends
     label = ""                           # what the user calls it
 
@@ -41,6 +42,7 @@ class ProofController(QObject):
         job.succeeded.connect(lambda rep: self._done(job, rep))
         job.failed.connect(self.panel.show_error)
         job.cancelled.connect(lambda: self.panel.stopped("cancelled", "warn"))
+        self.started.emit(job)
         return job
 
     def cancel(self) -> None:
@@ -78,6 +80,5 @@ class GradcheckController(ProofController):
         return self.submit(**({"params": dict(params)} if params else {}))
 
     def _done(self, job, rep: dict) -> None:
-        self.session.carry_receipts()
         self.panel.show_report(rep)
         self.finished.emit(rep)

@@ -34,6 +34,7 @@ def param_specs(signature_text: str) -> list[tuple[str, int, int, int]]:
 
 class RunController(QObject):
     finished = Signal(dict)      # {"x": input, "y": output, "seconds": ...}
+    started = Signal(object)     # a job of the run, however it was asked for (button, Ctrl+Enter, F7)
 
     def __init__(self, session, workers, background, panel, parent=None):
         super().__init__(parent)
@@ -102,6 +103,7 @@ class RunController(QObject):
         self.job = job
         job.failed.connect(self.panel.show_error)
         job.cancelled.connect(lambda: self.panel.stopped("cancelled", "warn"))
+        self.started.emit(job)
 
     def _done(self, x: np.ndarray, out, seconds: float) -> None:
         y = _first(out)

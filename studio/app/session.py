@@ -15,6 +15,7 @@ from . import snapshots
 from .autosave import AutosaveStore
 from .documents import save_document
 from .model import OpDocument
+from .shipped import shipped_path
 
 AUTOSAVE_MS = 800
 
@@ -96,26 +97,19 @@ class DocumentSession(QObject):
 
     # ------------------------------------------------------------------ receipts
     def keep_receipt(self, receipt_path: str) -> str:
-        """The worker wrote the receipt of a passing run beside the package it proved (the document's
-        folder, or the snapshot of its content); it is carried into the document's own folder when the
-        document on disk has exactly the proven content. Returns the path shown to the user."""
-        want = Path(receipt_path).resolve()
-        for src, dest in self.carry_receipts().items():
-            if src.resolve() == want:
-                return str(dest)
+        """The worker wrote the receipt of a passing run into the user folder, keyed by the proven
+        content's hash: the snapshot and the saved document share it, so nothing is carried."""
         return str(receipt_path)
-
-    def carry_receipts(self) -> dict[Path, Path]:
-        """Receipts proven on a snapshot belong to the saved package too when its content is the same."""
-        if self.doc.path and not self.doc.dirty:
-            return snapshots.carry_receipts(self.doc.content_hash(), self.doc.path)
-        return {}
 
     # ------------------------------------------------------------------ saving
     def save(self, folder: Path | None = None) -> Path:
-        """Through the engine's save (crash-safe; recorded as authored when the code was runnable here)."""
+        """Through the engine's save (crash-safe; recorded as authored when the code was runnable here).
+        Never into the product's install: a shipped package is saved as the user's copy."""
+        target = Path(folder) if folder is not None else self.doc.path
+        if target is not None and shipped_path(target) is not None:
+            raise StudioError(f"{target} is part of the Scellis Studio install; it is never written",
+                              file=str(target), hint="use File ▸ Save As to keep your version in a folder of yours")
         path = save_document(self.doc, folder, ctx=self.ctx if self.authored_base else None)
-        self.carry_receipts()
         self.store.discard(self.doc.doc_id)
         return path
 

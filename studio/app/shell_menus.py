@@ -10,6 +10,7 @@ from pathlib import Path
 from PySide6.QtCore import QEvent, QObject, Qt, QTimer, QUrl
 from PySide6.QtGui import QAction, QActionGroup, QDesktopServices, QKeySequence
 from PySide6.QtWidgets import (
+    QAbstractScrollArea,
     QApplication,
     QDockWidget,
     QMessageBox,
@@ -17,6 +18,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from .fitting import scrolled
 from .menus import ShortcutsDialog, current_cell, focus_cell, next_cell, run_cell
 from .theme import THEMES
 from .welcome import STORY_OP
@@ -156,13 +158,18 @@ class MenusMixin:
         return Watch(self)
 
     def add_dock(self, dock: QDockWidget, area=Qt.DockWidgetArea.RightDockWidgetArea,
-                 shortcut: str | None = None) -> QDockWidget:
+                 shortcut: str | None = None, *, scroll: bool = True) -> QDockWidget:
         """Add a dock panel that View ▸ Panels can bring back after it was closed, and whose place is
-        remembered (other features' panels use this too: /tmp/notes/studio-shell-api.md)."""
+        remembered. Its panel (``dock.panel``) scrolls inside the dock (``scroll``; fitting.py), so
+        no panel raises the window's minimum width beyond the screen."""
         if not dock.objectName():
             dock.setObjectName(dock.windowTitle().lower().replace(" ", "_") + "_dock")
         if dock.toolTip() == "":
             dock.setToolTip(dock.windowTitle())
+        panel = dock.widget()
+        dock.panel = panel
+        if scroll and panel is not None and not isinstance(panel, QAbstractScrollArea):
+            dock.setWidget(scrolled(panel))       # it scrolls in the dock, never widens the window
         self.addDockWidget(area, dock)
         toggle = dock.toggleViewAction()
         toggle.setText(dock.windowTitle().split(" — ")[0])

@@ -3,9 +3,8 @@
 The worker is handed a package folder. An unsaved document's current content is written once
 to ``<home>/snapshots/<package hash>/`` (never modified afterwards: a conformance run keeps
 reading exactly what it started on while the author keeps typing). A receipt issued there is
-bound by hash to that content, so when the document is saved with the same content the receipt
-is carried into the package's own receipts (where and how a receipt is stored is the engine's:
-studio/engine/proof/receipts.py).
+kept in the user folder keyed by that content's hash, so the saved document with the same content
+has it too (where and how a receipt is stored is the engine's: studio/engine/proof/receipts.py).
 """
 from __future__ import annotations
 
@@ -13,10 +12,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from ..engine.atomic import write_bytes
-from ..engine.contract.package import content_hash, load_package, write_package
+from ..engine.contract.package import content_hash, write_package
 from ..engine.errors import StudioError
-from ..engine.proof import receipts
 from .paths import snapshots_dir
 
 KEEP = 48
@@ -61,28 +58,3 @@ def _prune(root: Path) -> None:
                    key=lambda p: p.stat().st_mtime, reverse=True)
     for old in snaps[KEEP:]:
         shutil.rmtree(old, ignore_errors=True)
-
-
-def carry_receipts(package_hash: str, dest: Path) -> dict[Path, Path]:
-    """Copy the receipts issued on the snapshot of ``package_hash`` (conformance and gradcheck)
-    into the package at ``dest``, when both hold exactly that content. Returns {snapshot's receipt:
-    the package's copy}."""
-    src_root = snapshot_folder(package_hash)
-    if not (src_root / DONE).is_file():
-        return {}
-    try:
-        src, dst = load_package(src_root), load_package(dest)
-    except StudioError:
-        return {}                 # a draft that does not load has no receipts to carry
-    if not (src.hash == dst.hash == package_hash) or src.root.resolve() == dst.root.resolve():
-        return {}
-    out = {}
-    for path, receipt in receipts.receipts(src):
-        if receipt is not None:        # byte for byte: a receipt keeps the seal it was issued with
-            out[path] = target = receipts.receipt_dir(dst) / path.name
-            write_bytes(target, path.read_bytes())
-    grad = receipts.gradcheck_receipt_path(src)
-    if grad.is_file():
-        out[grad] = target = receipts.gradcheck_receipt_path(dst)
-        write_bytes(target, grad.read_bytes())
-    return out

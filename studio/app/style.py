@@ -23,6 +23,7 @@ TEXT = {
     "warn": ("#8a5a00", "#ffcc66"),
     "muted": ("#5f5f5f", "#b0b0b0"),
     "mark": ("#fff3b0", "#5c4d00"),         # a highlighted row's background (the n = w case)
+    "frame": ("#767676", "#858a91"),        # an input field's frame: ≥ 3:1 against base and window
 }
 BEGIN, END = "/* scellis-studio: begin */", "/* scellis-studio: end */"
 
@@ -62,12 +63,15 @@ def app_css(palette=None) -> str:
              f' border-radius: 8px; padding: 1px 8px; font-size: 11px; }}' for k, v in CHIPS.items()]
     rules += [
         f'QFrame[cell="true"] {{ background: {base}; color: {text}; border: 1px solid {mid}; border-radius: 6px; }}',
+        f'QFrame[cell="true"][running="true"] {{ border: 2px solid {CHIPS["busy"][dark][0]}; }}',
         f'QFrame[card="true"] {{ background: {base}; color: {text}; border: 1px solid {mid}; border-radius: 6px; }}',
         f'QWidget#notebook_inner {{ background: {window}; }}',
         f'QTreeWidget#catalog_tree {{ background: {window}; border: none; }}',
         f'QLabel[note="true"] {{ color: {colour("muted", pal)}; }}',
         f'QLabel[error="true"] {{ color: {colour("error", pal)}; font-weight: bold; }}',
         f'QLabel[warn="true"] {{ color: {colour("warn", pal)}; }}',
+        f'QLabel[banner="true"] {{ color: {CHIPS["busy"][dark][0]}; background: {CHIPS["busy"][dark][1]}; '
+        f'border-bottom: 1px solid {mid}; padding: 4px 8px; }}',
     ]
     return "\n".join([BEGIN, *rules, END])
 

@@ -12,6 +12,7 @@ from PySide6.QtGui import QColor, QPalette
 from PySide6.QtWidgets import QApplication
 
 from . import style
+from .input_frames import FramedStyle
 
 THEMES = ("system", "light", "dark")
 
@@ -69,7 +70,8 @@ class ThemeManager(QObject):
             choice = "system"
         self.choice = choice
         if choice in ("light", "dark") or style.is_dark(self.palette_for(choice)) != style.is_dark(self.system_palette):
-            self.app.setStyle("Fusion")           # the platform style may ignore a palette it did not make
+            self.app.setStyle(FramedStyle())      # Fusion (the platform style may ignore a palette it did not
+            # make), with input frames that read on a dark palette (input_frames.py)
         elif self.app.style().name() != self.system_style:
             self.app.setStyle(self.system_style)
         self.app.setPalette(self.palette_for(choice))
@@ -106,8 +108,11 @@ def style_plot(plot, palette: QPalette | None = None) -> None:
         title.setText(title.text, color=fg.name())
     legend = item.legend
     if legend is not None:
-        legend.setLabelTextColor(fg)
+        legend.setLabelTextColor(fg)             # for entries added later; the shown ones are redrawn:
+        for _sample, label in legend.items:      # (pyqtgraph keeps their old colour until their text is set)
+            label.setText(label.text, color=fg.name())
         legend.setBrush(QColor(bg.red(), bg.green(), bg.blue(), 200))
+        legend.setPen(pal.color(QPalette.ColorRole.Mid))
     if not getattr(plot, "_themed", False):
         plot._themed = True
         plot.installEventFilter(_PaletteWatch(plot))

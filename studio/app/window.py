@@ -33,20 +33,23 @@ from .autosave import AutosaveStore
 from .background import Background
 from .catalog_panel import CatalogPanel
 from .document_view import DocumentView
-from .documents import create_from_template, open_package, read_folder
+from .documents import create_from_template, open_package
+from .fitting import ElidedLabel
 from .menus import FindBar
 from .model import OpDocument
 from .new_op import NewOpDialog
 from .problems import ProblemsPanel
+from .recovery import RecoveryMixin
 from .settings import settings_store
 from .shell_menus import MenusMixin, RunKeys, about_text  # noqa: F401 - about_text: the About box's text
+from .shipped import banner_text, copy_of, original_of, shipped_path
 from .theme import ThemeManager
 from .welcome import WelcomePage
 from .window_state import WindowStateMixin
 from .worker_bridge import DeviceWorkers
 
 
-class MainWindow(MenusMixin, WindowStateMixin, QMainWindow):
+class MainWindow(MenusMixin, WindowStateMixin, RecoveryMixin, QMainWindow):
     def __init__(self, *, workers: DeviceWorkers | None = None, store: AutosaveStore | None = None,
                  ctx: Context | None = None, offer_recovery: bool = True, restore_session: bool = True):
         """``ctx``: the GUI process's Context (trust store, catalog); one is opened when not given.
@@ -63,10 +66,11 @@ class MainWindow(MenusMixin, WindowStateMixin, QMainWindow):
             self.setWindowIcon(QIcon(str(ICON)))
         self.background = Background(parent=self)
         self.workers = workers or DeviceWorkers(parent=self)
+        self.extra_workers: list[DeviceWorkers] = []       # features' own (publishing): closed with these
         self.store = store or AutosaveStore()
         self.profile: dict | None = None
         from .paths import recent_packages
-        self.extra_roots: list[Path] = recent_packages()
+        self.extra_roots: list[Path] = [p for p in recent_packages() if original_of(p) is None]
         self._own_ctx = ctx is None
         self.ctx = ctx or Context.open(self.extra_roots)
         self.views: list[DocumentView] = []
@@ -107,14 +111,20 @@ class MainWindow(MenusMixin, WindowStateMixin, QMainWindow):
         dock = QDockWidget("Catalog", self)
         dock.setObjectName("catalog_dock")
         dock.setWidget(self.catalog)
-        self.catalog_dock = self.add_dock(dock, Qt.DockWidgetArea.LeftDockWidgetArea, "Ctrl+Shift+C")
+        self.catalog_dock = self.add_dock(dock, Qt.DockWidgetArea.LeftDockWidgetArea, "Ctrl+Shift+C",
+                                          scroll=False)          # its tree scrolls
         pdock = QDockWidget("Problems", self)
         pdock.setObjectName("problems_dock")
         pdock.setWidget(self.problems)
-        self.problems_dock = self.add_dock(pdock, Qt.DockWidgetArea.BottomDockWidgetArea, "Ctrl+Shift+M")
+        self.problems_dock = self.add_dock(pdock, Qt.DockWidgetArea.BottomDockWidgetArea, "Ctrl+Shift+M",
+                                           scroll=False)
         self.tabs.currentChanged.connect(lambda _i: self._current_changed())
+        self._tabs_timer = QTimer(self, singleShot=True, interval=0)      # the open tabs, kept as they change
+        self._tabs_timer.timeout.connect(self.save_tabs)
+        self.tabs.currentChanged.connect(self._keep_tabs)         # (not QTimer.start(int): the index is no interval)
+        self.tabs.tabBar().tabMoved.connect(self._keep_tabs)
 
-        self.gpu_label = QLabel("GPU: starting the device worker…")
+        self.gpu_label = ElidedLabel("GPU: starting the device worker…")
         self.busy_label = QLabel("")
         self.statusBar().addPermanentWidget(self.busy_label)
         self.statusBar().addPermanentWidget(self.gpu_label)
@@ -143,6 +153,9 @@ class MainWindow(MenusMixin, WindowStateMixin, QMainWindow):
         from .publish import install_publish; install_publish(self)   # noqa: E702 - the Publish menu
         from .learner_view import install_learner; install_learner(self)   # noqa: E702 - the Learner panel
         from .shard_view import install_shard; install_shard(self)   # noqa: E702 - the Sharding panel
+
+    def _keep_tabs(self, *_args) -> None:
+        self._tabs_timer.start()
 
     def current(self) -> DocumentView | None:
         w = self.tabs.currentWidget()
@@ -174,7 +187,11 @@ class MainWindow(MenusMixin, WindowStateMixin, QMainWindow):
             self.undo_group.addStack(stack)
         self._hide_welcome()
         i = self.tabs.addTab(view, self._tab_title(doc))
-        self.tabs.setTabToolTip(i, str(doc.path) if doc.path else "not saved yet")
+        original = original_of(doc.path)
+        self.tabs.setTabToolTip(i, (f"your copy of the shipped {original.name}, in your folder: {doc.path}"
+                                    if original else str(doc.path) if doc.path else "not saved yet"))
+        if original is not None:
+            view.notebook.set_banner(banner_text(doc.path, original))
         doc.dirtyChanged.connect(lambda _d: self._retitle(view))
         doc.changed.connect(lambda k, _o: self._retitle(view) if k == "field:id" else None)
         self.tabs.setCurrentIndex(i)
@@ -182,7 +199,8 @@ class MainWindow(MenusMixin, WindowStateMixin, QMainWindow):
 
     def _tab_title(self, doc: OpDocument) -> str:
         name = str(doc.field("id") or "untitled").split("/")[-1]
-        return name + (" ●" if doc.dirty else "")
+        copy = " (your copy)" if original_of(doc.path) is not None else ""
+        return name + copy + (" ●" if doc.dirty else "")
 
     def _retitle(self, view: DocumentView) -> None:
         i = self.tabs.indexOf(view)
@@ -207,7 +225,17 @@ class MainWindow(MenusMixin, WindowStateMixin, QMainWindow):
                 self.error(e)
 
     def open_path(self, path: str | Path) -> DocumentView | None:
+        """Open the package at ``path``; a shipped one (a builtin, an example) opens as the user's
+        editable copy in their folder (shipped.py): nothing is ever written into the install."""
         path = Path(path)
+        if path.name == "op.toml":
+            path = path.parent
+        if shipped_path(path) is not None:
+            try:
+                path = copy_of(path)
+            except (StudioError, OSError) as e:
+                self.error(e if isinstance(e, StudioError) else StudioError(f"cannot copy {path}: {e}"))
+                return None
         for v in self.views:
             if v.doc.path and v.doc.path.resolve() == path.resolve():
                 self.tabs.setCurrentWidget(v)
@@ -252,7 +280,8 @@ class MainWindow(MenusMixin, WindowStateMixin, QMainWindow):
         view = self.current()
         if view is None:
             return None
-        if folder is None and (ask or view.doc.path is None or view.doc.read_only):
+        if folder is None and (ask or view.doc.path is None or view.doc.read_only or
+                               shipped_path(view.doc.path) is not None):      # never into the install
             folder = QFileDialog.getExistingDirectory(self, "Save op package into folder")
             if not folder:
                 return None
@@ -271,7 +300,9 @@ class MainWindow(MenusMixin, WindowStateMixin, QMainWindow):
         folder = Path(folder)
         if any(folder.resolve().is_relative_to(r.resolve()) for r in Catalog.default().roots):
             return                               # the catalog reads these folders anyway
-        if all(folder.resolve() != r.resolve() for r in self.extra_roots):
+        if original_of(folder) is None and all(folder.resolve() != r.resolve() for r in self.extra_roots):
+            # (a copy of a shipped op is in the Recent list, not among the catalog's roots: it would
+            # stand twice in the catalog beside the shipped one)
             self.extra_roots.append(folder)
         self.background.run(lambda: remember_package(folder), ordered=True)
 
@@ -306,6 +337,7 @@ class MainWindow(MenusMixin, WindowStateMixin, QMainWindow):
         view.deleteLater()
         self._show_welcome()
         self._current_changed()
+        self._tabs_timer.start()
         return True
 
     def trust_current(self) -> None:
@@ -319,28 +351,6 @@ class MainWindow(MenusMixin, WindowStateMixin, QMainWindow):
             view.session.trust_now()
             view.checker.check_now()
             self._show_problems()
-
-    # ------------------------------------------------------------------ recovery
-    def offer_recovery(self) -> list[DocumentView]:
-        entries = self.store.orphans()
-        if not entries or not self.ask_recovery(entries):
-            for e in entries:
-                self.store.set_aside(e)
-            return []
-        restored = []
-        for e in entries:
-            doc = OpDocument(e.files, Path(e.package) if e.package else None, binary=e.binary,
-                             saved=_on_disk(e.package), doc_id=e.doc_id)
-            view = self.add_document(doc)
-            view.session.autosave_now()
-            restored.append(view)
-        return restored
-
-    def ask_recovery(self, entries) -> bool:
-        names = "\n".join(f"• {e.title}" for e in entries)
-        return QMessageBox.question(self, "Restore unsaved work?",
-                                    f"Scellis Studio did not close cleanly. Restore these documents?\n\n{names}"
-                                    ) == QMessageBox.StandardButton.Yes
 
     # ------------------------------------------------------------------ catalog, problems, profile
     def refresh_catalog(self) -> None:
@@ -380,8 +390,10 @@ class MainWindow(MenusMixin, WindowStateMixin, QMainWindow):
 
     def closeEvent(self, event) -> None:
         self.save_window_state()
+        self._closing = True                     # closing the tabs now does not forget them
         for view in list(self.views):
             if not self.close_view(view):
+                self._closing = False
                 event.ignore()
                 return
         self.shutdown()
@@ -399,16 +411,10 @@ class MainWindow(MenusMixin, WindowStateMixin, QMainWindow):
         if app is not None:
             app.removeEventFilter(self._keys)      # (focusChanged goes with the window: PySide drops it)
         self.workers.close()
+        for w in self.extra_workers:
+            w.close()
         self.background.wait(5)
         self.background.close()
         if self._own_ctx:
             self.ctx.close()
 
-
-def _on_disk(package: str | None) -> dict[str, str] | None:
-    if not package:
-        return None
-    try:
-        return read_folder(Path(package))[0]
-    except (StudioError, OSError):
-        return {}

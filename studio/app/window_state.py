@@ -17,6 +17,16 @@ class WindowStateMixin:
         s = self.settings
         s.setValue("window/geometry", self.saveGeometry())
         s.setValue("window/state", self.saveState())
+        self.save_tabs(sync=False)
+        s.setValue("theme", self.theme.choice)
+        s.sync()
+
+    def save_tabs(self, *, sync: bool = True) -> None:
+        """The open tabs and the current one, written as they change (not only at a clean exit: a
+        killed Studio reopens them too). Not while the window closes its tabs on the way out."""
+        if getattr(self, "_closing", False) and sync:
+            return
+        s = self.settings
         tabs = []
         for i in range(self.tabs.count()):
             w = self.tabs.widget(i)
@@ -26,8 +36,8 @@ class WindowStateMixin:
                 tabs.append("workflow:" + str(w.path))
         s.setValue("session/tabs", tabs)
         s.setValue("session/current", max(self.tabs.currentIndex(), 0))
-        s.setValue("theme", self.theme.choice)
-        s.sync()
+        if sync:
+            s.sync()
 
     def restore_window_state(self) -> bool:
         s = self.settings

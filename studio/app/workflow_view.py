@@ -31,7 +31,6 @@ from ..engine.workflow.plan import resolve_op
 from ..engine.workflow.spec import load_workflow
 from .export import plot_with_export
 from .panels.job import error_html
-from .style import colour
 from .theme import style_plot
 
 PLOT_SAMPLES = 4000
@@ -141,13 +140,14 @@ class WorkflowView(QWidget):
         self.allow_box = QCheckBox("Allow unverified for this run")
         self.allow_box.setToolTip("run ops without a valid conformance receipt on this GPU; the record says so")
         self.prove_box = QCheckBox("Prove missing receipts first")
+        self.prove_box.setChecked(True)           # the first Run all of a fresh install proves, then runs
         self.prove_box.setToolTip("conformance for ops without a receipt here (training: also gradcheck of the "
                                   "declared VJPs on the way to the loss), as `--prove` does")
         self.progress = QProgressBar()
         self.progress.setRange(0, 1)
         self.progress.setTextVisible(False)
         self.progress.setToolTip("steps done, of the workflow's steps")
-        for w in (self.run_button, self.train_button, self.stop_button, self.allow_box, self.prove_box):
+        for w in (self.run_button, self.train_button, self.stop_button, self.prove_box, self.allow_box):
             bar.addWidget(w)
         bar.addWidget(self.progress, 1)
         outer.addLayout(bar)
@@ -266,9 +266,9 @@ class WorkflowView(QWidget):
         self._end("")
         extra = ""
         if "no valid conformance receipt" in text:            # the plan's refusal (plan.require_verified)
-            extra = ("<br><b>Tick “Allow unverified for this run” to run it anyway (the record says so), "
-                     "or prove the op (Conformance in its package tab).</b>")
-            self.allow_box.setStyleSheet(f"font-weight: bold; color: {colour('error')}")
+            extra = ("<br><b>Tick “Prove missing receipts first” and run again</b> (or run Conformance in the "
+                     "op's tab). “Allow unverified for this run” runs it unproven: the record says so.")
+            self.prove_box.setStyleSheet("font-weight: bold")       # the way forward, not the way around
         self.status.setText(error_html(err) + extra)
         self.error_text = text
 

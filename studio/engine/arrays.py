@@ -139,6 +139,11 @@ def load_array(path: str | Path, *, max_bytes: int = MAX_ARRAY_BYTES, why: str =
             raise StudioError(f"the file is truncated: its header promises {count * dtype.itemsize} bytes of data, "
                               f"the file holds {max(0, st.st_size - f.tell())}", file=str(p),
                               hint="save the array again (np.save)")
+        end = f.tell() + count * dtype.itemsize
+        if end != st.st_size:            # np.save writes the data and nothing after it
+            raise StudioError(f"the file has {st.st_size - end} bytes after its data (the header promises "
+                              f"{count * dtype.itemsize} bytes of data): it is not one .npy array", file=str(p),
+                              hint="save the array again (np.save), one array per file")
         flat = np.empty(count, dtype)
         _read_exact(f, memoryview(flat).cast("B"), p)
         return flat.reshape(shape, order="F" if fortran else "C")
@@ -307,6 +312,8 @@ def save_array(path: str | Path, arr) -> None:
     is a StudioError naming the file; nothing is left half written (studio/engine/atomic.py)."""
     p = check_writable(path)
     arr = np.asarray(arr)
+    if arr.dtype.name == "bfloat16":    # np.save writes ml_dtypes' bf16 as raw 2-byte void ('<V2'), which
+        arr = arr.astype(np.float32)    # np.load cannot read as numbers: widen, exactly (docs/bf16.md)
     buf = io.BytesIO()
     if str(path).lower().endswith(".csv"):
         np.savetxt(buf, arr.reshape(arr.shape[0], -1) if arr.ndim else arr.reshape(1, 1), delimiter=",", fmt="%.9g")

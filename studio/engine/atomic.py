@@ -30,9 +30,10 @@ def write_many(items: dict[str | os.PathLike, bytes]) -> None:
     the folders are fsynced. Each file is always one complete version; a crash in the rename
     pass (microseconds) can leave some files new and some old, never a torn file."""
     staged: list[tuple[str, Path]] = []
+    current = None
     try:
         for path, data in items.items():
-            path = Path(path)
+            path = current = Path(path)
             path.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
             staged.append((tmp, path))
@@ -43,12 +44,14 @@ def write_many(items: dict[str | os.PathLike, bytes]) -> None:
                 os.fsync(f.fileno())
         for tmp, path in staged:
             os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         for tmp, _ in staged:
             try:
                 os.unlink(tmp)
             except FileNotFoundError:
                 pass
+        if isinstance(e, OSError) and e.filename is None and current is not None:
+            e.filename = str(current)        # a full disk names the file it was writing
         raise
     for folder in sorted({str(p.parent) for _, p in staged}):
         dfd = os.open(folder, os.O_RDONLY)

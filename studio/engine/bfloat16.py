@@ -1,4 +1,4 @@
-"""bfloat16 rounding (``rnd``, LEARNER.md §10): round to nearest, ties to even, to 8 significant
+"""bfloat16 rounding (``rnd``, docs/requirements.md L10-L13): round to nearest, ties to even, to 8 significant
 bits with f32's exponent range; NaN stays NaN and comes out quiet. Two ways in:
 
 - from f32 by bit operations (``from_f32_bits``), the same three operations the kernels' WGSL

@@ -11,7 +11,7 @@ from pathlib import Path
 from .contract.catalog import Catalog
 from .device.device import Device
 from .home import studio_home
-from .seal import ReceiptSeal
+from .records.seal import Seal
 from .trust.pool import HostPool
 from .trust.reference import References
 from .trust.store import TrustStore
@@ -25,13 +25,13 @@ class Context:
     device_factory: Callable[[], Device] = Device
     _device: Device | None = None
     references: References = field(init=False)
-    seal: ReceiptSeal = field(init=False)
+    seal: Seal = field(init=False)
     proven: dict = field(default_factory=dict)   # conformance verdicts earned in this process, by (hash, profile)
     corpora: dict = field(default_factory=dict)  # regenerated corpora's (identity, hash), for receipt checks
 
     def __post_init__(self):
         self.references = References(self.trust, self.hosts)
-        self.seal = ReceiptSeal(self.trust.home)     # receipts are sealed with the same user's key
+        self.seal = Seal(self.trust.home)           # every record is sealed with the same user folder's key
 
     @classmethod
     def open(cls, ops_path: Sequence[str | Path] = (), *, home: Path | None = None, device: Device | None = None,

@@ -63,3 +63,15 @@ class StudioError(Exception):
     def from_dict(cls, d: dict) -> "StudioError":
         return cls(d["message"], file=d.get("file"), line=d.get("line"), col=d.get("col"), field=d.get("field"),
                    hint=d.get("hint"), related=[StudioError.from_dict(r) for r in d.get("related", [])])
+
+
+def from_os_error(e: OSError, *, file: str | None = None, doing: str = "cannot write it") -> StudioError:
+    """An OSError the filesystem raised (a full disk, a read-only folder, a missing permission) as
+    one line: the file, what failed, the errno by name, and what to do. Never "this is a bug"."""
+    import errno
+    name = errno.errorcode.get(e.errno or 0)
+    what = (e.strerror or str(e)) + (f" ({name})" if name else "")
+    full = e.errno in (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC), errno.EFBIG)
+    todo = "free some space there, or write elsewhere" if full else "check the path and its permissions"
+    where = e.filename if e.filename is not None else file
+    return StudioError(f"{doing}: {what}; {todo}", file=str(where) if where is not None else None)

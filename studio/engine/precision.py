@@ -1,7 +1,7 @@
 """Precision: the one table of element types — their size, numpy type, whether they are floating
 point and how they are stored on the device — the guard words conformance fills buffers with, and
 the reference path's precisions. Every module asks here instead of branching on "f32"; a new kind
-(bf16, LEARNER.md §10) lands as a row of this table and the functions below.
+(bf16, docs/bf16.md) lands as a row of this table and the functions below.
 
 bf16 on the device: one 32-bit word per element, the bf16's 16 bits in the HIGH half and the low
 half zero — so the word is the f32 of the same value, a kernel declares the binding

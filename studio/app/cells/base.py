@@ -12,11 +12,13 @@ from PySide6.QtWidgets import (
 )
 
 from ..editors import mono_font
+from ..fitting import ElidedLabel
 from ..style import colour
 
 
-class Chip(QLabel):
-    """A small rounded status label (ok / error / warn / busy / idle)."""
+class Chip(ElidedLabel):
+    """A small rounded status label (ok / error / warn / busy / idle); too long for its place, it
+    ends in "…" and its tooltip holds the whole text."""
 
     def __init__(self, text: str = "", kind: str = "idle", parent=None):
         super().__init__(text, parent)
@@ -83,6 +85,14 @@ class Cell(QFrame):
 
     def set_status(self, text: str, kind: str = "idle") -> None:
         self.chip.set(text, kind)
+
+    def set_running(self, on: bool) -> None:
+        """Framed in the busy colour while its job runs (the app style sheet's ``running`` rule)."""
+        if bool(self.property("running")) != on:
+            self.setProperty("running", on)
+            self.style().unpolish(self)
+            self.style().polish(self)
+            self.update()
 
 
 PALETTE_EVENTS = (QEvent.Type.PaletteChange, QEvent.Type.ApplicationPaletteChange)

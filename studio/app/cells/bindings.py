@@ -110,9 +110,26 @@ class BindingsCell(Cell):
 
     def _show(self, errs: list[StudioError]) -> None:
         self.editor.set_markers([Marker(e.line, e.col, e.message) for e in errs if e.line is not None], "local")
+        self._local = list(errs)
         if errs:
             self.message.show_error(errs[0])
-            self.set_status("invalid" if len(errs) == 1 else f"{len(errs)} problems", "error")
         else:
             self.message.show_ok("parses, and carries every tensor of the signature")
+        self._chip()
+
+    def set_check_problems(self, messages: list[str]) -> None:
+        """The full check's problems on this cell's lines (wgpu's validator on the layout, …): the
+        chip counts them too, so it never says "ok" beside a marked line."""
+        self._checked = list(messages)
+        self._chip()
+
+    def _chip(self) -> None:
+        n = len(getattr(self, "_local", [])) + len(getattr(self, "_checked", []))
+        if n == 0:
             self.set_status("ok", "ok")
+        elif n == 1 and getattr(self, "_local", []):
+            self.set_status("invalid", "error")
+        else:
+            self.set_status(f"{n} problem" + ("s" if n > 1 else ""), "error")
+        checked = getattr(self, "_checked", [])
+        self.chip.setToolTip("\n".join(checked) if checked else "")

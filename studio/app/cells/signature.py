@@ -6,6 +6,8 @@ typed is lost while it is still wrong.
 """
 from __future__ import annotations
 
+import re
+
 from PySide6.QtWidgets import QFormLayout, QLabel, QLineEdit
 
 from ...engine.contract.signature import parse_signature
@@ -56,8 +58,23 @@ def compose(name: str, inputs, params, relations, outputs) -> str:
     return f"{name}({', '.join(ins)}{'; ' + ', '.join(ps) if ps else ''}) -> {out}"
 
 
+def written(v) -> str:
+    """A bound as an author writes it: ``1e15``, not ``1000000000000000.0``; ``-1``, ``0.5``."""
+    if isinstance(v, int) or (isinstance(v, float) and v.is_integer() and abs(v) < 1e6):
+        return str(int(v))
+    text = repr(float(v))
+    if "e" not in text and len(text) > 10:
+        import numpy as np
+        text = np.format_float_scientific(float(v), trim="-")
+    return re.sub(r"e\+?(-?)0*(\d)", r"e\1\2", text)
+
+
+def domain_text(d) -> str:
+    return f"in [{written(d.lo)}, {written(d.hi)}]" if d.kind == "in" else str(d)
+
+
 def decompose(sig) -> tuple[str, list, list, list, list]:
-    inputs = [[t.name, t.dtype, ", ".join(map(str, t.dims)), str(t.domain)] for t in sig.inputs]
+    inputs = [[t.name, t.dtype, ", ".join(map(str, t.dims)), domain_text(t.domain)] for t in sig.inputs]
     params = [[p.name, p.dtype, p.parity or "", f"{p.lo}, {p.hi}" if p.lo is not None else ""] for p in sig.params]
     relations = [[str(r)] for r in sig.relations]
     outputs = [[t.name, t.dtype, ", ".join(map(str, t.dims))] for t in sig.outputs]

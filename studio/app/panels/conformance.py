@@ -33,7 +33,37 @@ POISON = f"{POISON_WORD:#010x}"
 def describe_case(f: dict) -> str:
     dims = ", ".join(f"{k} = {v}" for k, v in f.get("dims", {}).items())
     params = ", ".join(f"{k} = {v}" for k, v in f.get("params", {}).items())
-    return f"case {f.get('case')}: {f.get('shape_kind')} — {dims}; {params}; values {f.get('value_kind')}"
+    parts = [p for p in (dims, params, f"values {f.get('value_kind')}") if p]     # no "; ;" without params
+    return f"case {f.get('case')}: {f.get('shape_kind')} — " + "; ".join(parts)
+
+
+def timing_line(timing: dict | None) -> str:
+    """The run's per-phase split (the report's ``timing``, studio/engine/proof/progressive.py): each
+    phase's seconds, "cached" for a phase answered from a cache, when the first failure streamed in."""
+    if not timing:
+        return ""
+    cached = set(timing.get("cached") or [])
+    parts = [f"{k} {'cached' if k in cached else f'{v:.2f} s'}" for k, v in (timing.get("phases") or {}).items()]
+    if timing.get("first_failure_s") is not None:
+        parts.append(f"first failure at {timing['first_failure_s']:.2f} s")
+    if timing.get("forward_verdict_s") is not None:
+        parts.append(f"forward verdict at {timing['forward_verdict_s']:.2f} s")
+    return "time — " + " · ".join(parts)
+
+
+def mutation_line(report: dict) -> str:
+    """The mutation score (docs/verification.md, "Mutation score"), with the survivors named."""
+    mut = report.get("mutation")
+    if not isinstance(mut, dict) or "killed" not in mut:
+        return ""
+    judged = mut.get("total", 0) - len(mut.get("acknowledged") or [])
+    line = f"mutants: <b>{mut['killed']} of {judged}</b> killed by the corpus"
+    if mut.get("acknowledged"):
+        line += f" ({len(mut['acknowledged'])} acknowledged equivalent)"
+    if mut.get("survivors"):
+        line += ("<br><span style='color:{}'>your corpus cannot tell these apart from your kernel: {}</span>"
+                 .format(colour("error"), "; ".join(s.get("description", s.get("id", "")) for s in mut["survivors"])))
+    return line
 
 
 def is_n_equals_w(f: dict) -> bool:
@@ -168,6 +198,8 @@ class ConformancePanel(JobPanel):
             f"{str(corpus.get('hash', ''))[:12]}) in {report.get('seconds', 0):.2f} s on GPU profile "
             f"{report.get('gpu_profile')}; tolerance <b>{report.get('tolerance')}</b>"
             + (f"<br>failing classes — {classes}" if classes else "")
+            + (f"<br>{timing_line(report.get('timing'))}" if report.get("timing") else "")
+            + (f"<br>{mutation_line(report)}" if mutation_line(report) else "")
             + "".join(f"<br><span style='color:{colour('error')}'>category: {c}</span>"
                       for c in report.get("category_errors", [])))
         fails = report.get("failures", [])

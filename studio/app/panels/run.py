@@ -43,7 +43,14 @@ def make_plot(title: str = "") -> pg.PlotWidget:
     # plot-wide, so every curve added later gets it too (PlotItem.addItem applies its own settings)
     w.getPlotItem().setDownsampling(auto=True, mode="peak")
     w.getPlotItem().setClipToView(True)
+    w.getPlotItem().getViewBox().setMouseEnabled(x=True, y=False)     # a time series: the wheel zooms time
     return w
+
+
+def limit_to_data(plot: pg.PlotWidget, n: int) -> None:
+    """Zooming out stops at the data: samples 0 … n−1 (the y range follows what is in view)."""
+    last = float(max(n - 1, 1))
+    plot.getPlotItem().getViewBox().setLimits(xMin=-0.5, xMax=last + 0.5, maxXRange=last + 1.0)
 
 
 def add_curve(plot: pg.PlotWidget, name: str, colour: str, width: float = 1) -> pg.PlotDataItem:
@@ -188,6 +195,7 @@ class RunPanel(JobPanel):
         self.stopped("plotting", "busy")
         self.curve_out.setData([], [])
         self.curve_in.setData(x)
+        limit_to_data(self.plot, max(x.size, shift + y.size))
         self.plot.setXRange(0, max(min(x.size, 2000), 1), padding=0.02)
         self.plot.setAutoVisible(y=True)
         self.plot.enableAutoRange(axis="y")

@@ -28,6 +28,7 @@ from ...engine.publish.card import card_html, make_card
 from ...engine.publish.license import Licenses
 from ...engine.publish.visibility import set_top_level
 from ...engine.services import publishing
+from ..fitting import fit_title
 
 
 def publishing_workers(parent):
@@ -80,6 +81,7 @@ class PublishDialog(QDialog):
         lay.addWidget(self.missing)
         lay.addWidget(self.status)
         lay.addWidget(self.buttons)
+        fit_title(self)                           # the title bar shows "Publish <id>" whole
         self.visibility.currentTextChanged.connect(self.refresh)
         self.license.textChanged.connect(self.refresh)
         self.refresh()
@@ -204,10 +206,10 @@ def show_card(window, pkg: OpPackage | None = None) -> CardView | None:
         dock = window.card_dock = QDockWidget("Card", window)
         dock.setObjectName("card_dock")
         dock.setWidget(CardView())
-        window.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, dock)
-    dock.widget().show_package(pkg, ctx=window.ctx, profile=profile_id(window))
+        window.add_dock(dock, Qt.DockWidgetArea.RightDockWidgetArea, scroll=False)   # a text view: it scrolls
+    dock.panel.show_package(pkg, ctx=window.ctx, profile=profile_id(window))
     dock.show()
-    return dock.widget()
+    return dock.panel
 
 
 def fork_current(window, pkg: OpPackage | None = None, new_id: str | None = None) -> OpPackage | None:
@@ -232,8 +234,10 @@ def fork_current(window, pkg: OpPackage | None = None, new_id: str | None = None
 def install_publish(window) -> None:
     """The Publish menu (Publish…, Card, Fork…, Ring panel) on the main window."""
     from .ring_panel import RingPanel
-    window.publish_workers = workers = publishing_workers(None)      # its worker processes end with the window
-    window.destroyed.connect(workers.close)
+    # a child of the window, closed by the window's shutdown (``extra_workers``) — not from the window's
+    # `destroyed`, which would run Python inside a C++ destructor, possibly in the garbage collector
+    window.publish_workers = workers = publishing_workers(window)
+    window.extra_workers.append(workers)
     app = QApplication.instance()
     if app is not None:
         app.aboutToQuit.connect(workers.close)
@@ -247,8 +251,9 @@ def install_publish(window) -> None:
     dock = window.ring_dock = QDockWidget("Exchange ring", window)
     dock.setObjectName("ring_dock")
     dock.setWidget(window.ring_panel)
-    window.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, dock)
+    window.add_dock(dock)                 # in View ▸ Panels too; it scrolls inside the dock
     dock.hide()
+    dock.toggleViewAction().triggered.connect(lambda on: on and window.ring_panel.refresh())
     a = QAction("Ring panel", window)
     a.triggered.connect(lambda: (dock.show(), window.ring_panel.refresh()))
     menu.addAction(a)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import difflib
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -29,6 +30,67 @@ def origin(pkg: OpPackage) -> str:
     return origin_of(pkg.root)
 
 
+BUILTIN_NAMESPACE = "core"
+
+
+def check_user_id(op_id: str, *, field: str = "id") -> None:
+    """Refuse an id a user's op may not take: the namespace ``core/`` is the builtins' (the ops
+    shipped in the product's builtin folder). Naming only; nothing at run time asks it."""
+    oid = OpId.parse(op_id, field=field)
+    if oid.namespace == BUILTIN_NAMESPACE:
+        raise StudioError(f"{op_id}: the namespace {BUILTIN_NAMESPACE}/ is the builtins' own; a user's op takes another",
+                          field=field, hint=f"use your own namespace, e.g. user/you/{oid.name}@{oid.version}")
+
+
+def _package_of(real: Path) -> Path | None:
+    """The package folder ``real`` lies strictly inside (an ancestor holding an op.toml), if any."""
+    return next((a for a in real.parents if (a / MANIFEST).is_file()), None)
+
+
+def manifests(root: Path, problems: list[StudioError]) -> list[Path]:
+    """Every op.toml under ``root``, in path order, symlinked folders followed (a package kept
+    elsewhere and linked into an ops folder is found). A link is not followed, and a problem says
+    why, when it loops (its target holds the folder the link is in) or points into a package rather
+    than at one (into the package it sits in, or into the middle of another): that package is
+    found at its own folder, once."""
+    found: list[Path] = []
+    seen: set[Path] = set()
+
+    def refuse(link: Path, real: Path, why: str) -> None:
+        problems.append(StudioError(f"'{link}' is a symlink to {real}, {why}: not followed", file=str(link),
+                                    hint="link the package's own folder from outside it, or remove the link"))
+
+    def walk(d: Path, real_d: Path) -> None:
+        if real_d in seen:
+            return
+        seen.add(real_d)
+        if (d / MANIFEST).is_file():
+            found.append(d / MANIFEST)
+        try:
+            names = sorted(e.name for e in os.scandir(d) if e.is_dir(follow_symlinks=True))
+        except OSError:
+            return
+        for name in names:
+            p = d / name
+            if not p.is_symlink():
+                walk(p, real_d / name)
+                continue
+            try:
+                real = p.resolve(strict=True)
+            except (OSError, RuntimeError):
+                refuse(p, Path(os.readlink(p)), "which does not resolve (a loop of links, or a missing target)")
+                continue
+            if real_d.is_relative_to(real):
+                refuse(p, real, "a folder on its own path (a loop)")
+            elif (pkg := _package_of(real)) is not None:
+                refuse(p, real, f"a folder inside the package {pkg}")
+            else:
+                walk(p, real)
+
+    walk(root, root.resolve())
+    return sorted(found)
+
+
 @dataclass
 class Catalog:
     roots: list[Path]
@@ -48,7 +110,7 @@ class Catalog:
             for root in self.roots:
                 if not root.is_dir():
                     continue
-                for manifest in sorted(root.rglob(MANIFEST)):
+                for manifest in manifests(root, self.problems):
                     try:
                         pkg = load_package(manifest.parent)
                     except StudioError as e:

@@ -12,6 +12,7 @@ from pathlib import Path
 from ..arrays import file_kind
 from ..atomic import write_many
 from ..errors import StudioError
+from ..records.reader import read_regular
 from .contract import Contract, build_contract
 from .manifest import read_manifest, utf8_error
 
@@ -38,52 +39,6 @@ def package_files(root: Path) -> list[Path]:
                 continue
             files.append(Path(dirpath) / name)
     return files
-
-
-_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOCTTY", 0)
-_CHUNK = 1 << 20
-
-
-def read_regular(path: str | os.PathLike, limit: int, *, what: str, file: str | None = None,
-                 field: str | None = None, hint: str | None = None) -> bytes:
-    """The bytes of a regular file of at most ``limit`` bytes; anything else is a StudioError, found
-    without blocking and without reading more than ``limit + 1`` bytes: the type and size come from
-    ``stat`` before opening (a FIFO, a device, a socket or a folder is never opened), the open is
-    O_NONBLOCK (a FIFO swapped in after the stat cannot block it), what was opened is checked again
-    with ``fstat``, and the read stops one byte past the limit (a file that grows is still refused)."""
-    where = file or str(path)
-    try:
-        _check_stat(os.stat(path), limit, what, where, field, hint)
-        fd = os.open(path, _OPEN_FLAGS)
-    except FileNotFoundError:
-        raise StudioError(f"{what} does not exist", file=where, field=field, hint=hint) from None
-    except (OSError, ValueError) as e:              # ValueError: a NUL in the name
-        raise StudioError(f"cannot read {what}: {getattr(e, 'strerror', None) or e}", file=where, field=field,
-                          hint=hint) from None
-    try:
-        _check_stat(os.fstat(fd), limit, what, where, field, hint)
-        chunks, got = [], 0
-        while got <= limit:
-            chunk = os.read(fd, min(_CHUNK, limit + 1 - got))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            got += len(chunk)
-    except OSError as e:
-        raise StudioError(f"cannot read {what}: {e.strerror or e}", file=where, field=field, hint=hint) from None
-    finally:
-        os.close(fd)
-    if got > limit:
-        raise StudioError(f"{what} is over {limit} bytes (limit)", file=where, field=field, hint=hint)
-    return b"".join(chunks)
-
-
-def _check_stat(st: os.stat_result, limit: int, what: str, where: str, field, hint) -> None:
-    if not stat.S_ISREG(st.st_mode):
-        raise StudioError(f"{what} is {file_kind(st.st_mode)}, not a regular file", file=where, field=field,
-                          hint=hint or "replace it by a regular file")
-    if st.st_size > limit:
-        raise StudioError(f"{what} is {st.st_size} bytes (limit {limit})", file=where, field=field, hint=hint)
 
 
 def _read_inside(root: Path, rel: str, field: str, manifest_file: str) -> bytes:
@@ -234,7 +189,7 @@ def folder_hash(path: str | os.PathLike) -> str:
 def write_package(path: str | os.PathLike, files: dict[str, bytes | str]) -> str:
     """Write (or overwrite) files of an op package crash-safely (studio/engine/atomic.py); works
     for drafts that do not load yet: nothing typed is lost. Returns the new content hash.
-    Recording it as authored is the trust store's (studio/engine/services/packages.py)."""
+    Recording it as authored is the trust store's (studio/engine/services/actions.py, save_package)."""
     root = Path(path)
     staged = {}
     for rel, data in files.items():

@@ -6,7 +6,7 @@
 
 - ``per_example``: every output is a per-example map of the batch inputs (its first dim is the
   same batch symbol): on R replicas, replica r's value is exactly shard r of the node run on the
-  whole batch — at bf16 too, since its rounding is per element (LEARNER.md §10).
+  whole batch — at bf16 too, since its rounding is per element (docs/requirements.md L10).
 - ``batch_contracting``: the op sums over the batch inside and rounds once (a weight gradient); no
   output carries the batch dim. Replicas round their own partial sums, so an all-reduce of them
   is not the whole-batch node at a real rounding (§11).

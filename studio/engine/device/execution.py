@@ -3,6 +3,7 @@ dispatch → readback. Builtins and user ops go through here alike; nothing asks
 op runs its steps through here too: studio/engine/grad/run.py)."""
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -128,105 +129,243 @@ def run_cases(pkg: OpPackage, cases: list[Case], *, device: Device, guard: bool 
     return dispatch(program, prepared, device=device, guard=guard)
 
 
+ARENA_BYTES = 256 << 20        # one submission's inputs (or outputs) at most; more cases wait for the next
+_LENGTH = re.compile(r"arrayLength\s*\(\s*&\s*([A-Za-z_][A-Za-z0-9_]*)\s*\)")
+
+
+def guarded_source(source: str, canaried: set[str]) -> str:
+    """The kernel as conformance runs it: each output binding is followed by CANARY_WORDS canary
+    words inside its bound range (so a write past the end lands on them, where the driver would
+    otherwise drop it or put it anywhere in the binding), and ``arrayLength(&y)`` of such a binding
+    is rewritten to subtract them, so the kernel observes exactly the length ``run`` gives it. No
+    line changes: compile errors keep the author's line numbers."""
+    if "arrayLength" not in source or not canaried:
+        return source
+    return _LENGTH.sub(lambda m: f"(arrayLength(&{m.group(1)}) - {CANARY_WORDS}u)" if m.group(1) in canaried
+                       else m.group(0), source)
+
+
+def _align(n: int, a: int) -> int:
+    return -(-n // a) * a
+
+
+def _pooled(n: int) -> int:
+    """A buffer size for ``n`` bytes that later calls of similar sizes share (Device.buffer reuses by
+    size): at least 4 KiB, else rounded up to an eighth of the next power of two."""
+    if n <= 4096:
+        return 4096
+    return _align(n, (1 << (n - 1).bit_length()) // 8)
+
+
+@dataclass
+class _Slot:
+    binding: object
+    offset: int = 0
+    size: int = 0
+    count: int = 0
+    data: object = None
+
+
+def _plan(desc, env: dict, inputs: dict, guard: bool) -> list[_Slot]:
+    """One case's bindings: uniforms (their bytes), inputs (their array), outputs (their element count)."""
+    slots = []
+    for b in desc.bindings:
+        if b.kind == "uniform":
+            data = b.uniform_bytes(env)
+            slots.append(_Slot(b, data=data + b"\0" * (-len(data) % 16) if data else b"\0" * 16))
+        elif b.name in inputs:
+            arr = inputs[b.name]          # contiguous (_as_dtype): uploaded from its own memory, no copy
+            raw = arr.reshape(-1).view(np.uint8) if arr.nbytes else np.zeros(4, np.uint8)
+            if raw.nbytes % 4:            # queue writes come in whole words
+                raw = np.concatenate([raw, np.zeros(-raw.nbytes % 4, np.uint8)])
+            slots.append(_Slot(b, data=raw))
+        else:
+            count = b.element_count(env)
+            slots.append(_Slot(b, count=count, size=4 * (count + CANARY_WORDS if guard else max(count, 1))))
+    return slots
+
+
+def _chunks(cases: list, cap: int):
+    """Runs of consecutive cases whose arenas stay under ``cap`` bytes (a bigger case alone)."""
+    run, total = [], 0
+    for at, slots in cases:
+        size = sum(s.size or len(s.data) for s in slots)
+        if run and total + size > cap:
+            yield run
+            run, total = [], 0
+        run.append((at, slots))
+        total += size
+    if run:
+        yield run
+
+
 def dispatch(program: KernelProgram, prepared: list[tuple[dict, dict, dict]], *, device: Device,
              guard: bool = False) -> list[Result]:
-    """Run a kernel program once per (env, output shapes, typed input arrays) in one submission.
-    Bindings named in the inputs are uploaded read-only; every other storage binding is allocated
-    (poisoned under ``guard``) and read back when its name is in the output shapes. Workgroup
-    memory is cleared first when the device's last kernel was another package's (Device.isolate)."""
-    wgpu, dev = device.wgpu, device.device
+    """Run a kernel program once per (env, output shapes, typed input arrays), batched: all cases
+    in as few submissions as the device allows, each with one input arena, one output arena and
+    one readback (a mapped staging buffer read once), every buffer from the device's pool. Each
+    case binds its own ranges (offset and size), so it sees the lengths ``run`` gives it; under
+    ``guard`` its outputs start poisoned and are followed by canary words (guarded_source), so
+    unwritten elements and writes past the end show per case. Workgroup memory is cleared first
+    when the device's last kernel was another package's (Device.isolate)."""
     desc = program.bindings
     user_lines = program.source.count("\n") + 1
     groups_layout = layout_groups(desc)
+    canaried = {b.name for b in desc.bindings if b.kind == "storage"} - \
+        {n for _, _, inputs in prepared for n in inputs}
+    source = guarded_source(program.source, canaried) if guard else program.source
 
     def pipeline_for(env: dict):
         # one pipeline per value of the WGSL overrides (cached by the device)
-        return device.pipeline(program.source, program.entry, groups_layout, file=program.path,
+        return device.pipeline(source, program.entry, groups_layout, file=program.path,
                                user_lines=user_lines, constants=desc.override_values(env))
     pipes = [pipeline_for(env) for env, _, _ in prepared] if desc.overrides else []
-    pipe, layouts = pipes[0] if pipes else pipeline_for({})
+    default = pipes[0] if pipes else pipeline_for({})
     device.isolate(program.owner or program.op)
-    max_groups = device.profile.limits.get("max-compute-workgroups-per-dimension", 65535)
+    cap = min(ARENA_BYTES, int(device.profile.limits.get("max-buffer-size", ARENA_BYTES)))
+    planned = [(at, _plan(desc, env, inputs, guard)) for at, (env, _, inputs) in enumerate(prepared)]
+    results: list[Result | None] = [None] * len(prepared)
+    for chunk in _chunks(planned, cap):
+        for at, res in _submit(program, device, chunk, prepared, pipes, default, guard):
+            results[at] = res
+    return results
+
+
+def _submit(program, device: Device, chunk: list, prepared: list, pipes: list, default, guard: bool):
+    wgpu, dev = device.wgpu, device.device
+    lim = dev.limits
+    s_align = int(lim.get("min-storage-buffer-offset-alignment", 256))
+    u_align = int(lim.get("min-uniform-buffer-offset-alignment", 256))
+    totals = {"uniform": 0, "input": 0, "output": 0}
+    for _, slots in chunk:
+        for s in slots:
+            kind = "uniform" if s.binding.kind == "uniform" else "input" if s.data is not None else "output"
+            s.offset = _align(totals[kind], u_align if kind == "uniform" else s_align)
+            if s.data is not None:
+                s.size = len(s.data)
+            totals[kind] = s.offset + s.size
+    U = wgpu.BufferUsage
+    used = []
+
+    def arena(kind: str, usage):
+        if not totals[kind]:
+            return None
+        buf = device.buffer(_pooled(totals[kind]), usage)
+        used.append(buf)
+        return buf
+    ubuf = arena("uniform", U.UNIFORM | U.COPY_DST)
+    ibuf = arena("input", U.STORAGE | U.COPY_DST)
+    obuf = arena("output", U.STORAGE | U.COPY_SRC | U.COPY_DST)
+    staging = arena("output", U.MAP_READ | U.COPY_DST)
+    if ubuf is not None:
+        blob = bytearray(totals["uniform"])
+        for _, slots in chunk:
+            for s in slots:
+                if s.binding.kind == "uniform":
+                    blob[s.offset:s.offset + s.size] = s.data
+        dev.queue.write_buffer(ubuf, 0, blob)
+    for _, slots in chunk:
+        for s in slots:
+            if s.data is not None and s.binding.kind != "uniform":
+                dev.queue.write_buffer(ibuf, s.offset, s.data)   # the whole range: nothing earlier is left
     enc = dev.create_command_encoder()
-    pending = []
-    used: list = []                   # storage buffers, given back to the device once read
-    for at, (env, shapes, inputs) in enumerate(prepared):
-        if pipes:
-            pipe, layouts = pipes[at]
+    if obuf is not None:
+        if guard:                     # poison in every output, canaries after it
+            words = np.full(totals["output"] // 4, CANARY_WORD, dtype=np.uint32)
+            for _, slots in chunk:
+                for s in slots:
+                    if s.data is None:
+                        words[s.offset // 4:s.offset // 4 + s.count] = poison(s.binding.dtype)
+            dev.queue.write_buffer(obuf, 0, words)
+        else:                         # zeroed, as a new WebGPU buffer is
+            enc.clear_buffer(obuf, 0, totals["output"])
+    max_groups = device.profile.limits.get("max-compute-workgroups-per-dimension", 65535)
+    cp = enc.begin_compute_pass()
+    for at, slots in chunk:
+        env = prepared[at][0]
+        pipe, layouts = pipes[at] if pipes else default
         entries: dict[int, list] = {}
-        reads = []
-        for b in desc.bindings:
-            if b.kind == "uniform":
-                data = b.uniform_bytes(env)
-                data = data + b"\0" * (-len(data) % 16) if data else b"\0" * 16
-                buf = dev.create_buffer_with_data(data=data, usage=wgpu.BufferUsage.UNIFORM)
-                size = len(data)
-            elif b.name in inputs:
-                arr = inputs[b.name]          # contiguous (_as_dtype): uploaded from its own memory, no copy
-                raw = arr.reshape(-1).view(np.uint8) if arr.nbytes else np.zeros(4, np.uint8)
-                if raw.nbytes % 4:            # queue writes come in whole words
-                    raw = np.concatenate([raw, np.zeros(-raw.nbytes % 4, np.uint8)])
-                buf = device.buffer(raw.nbytes, wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_DST)
-                dev.queue.write_buffer(buf, 0, raw)          # the whole buffer: nothing earlier is left
-                size = raw.nbytes
-                used.append(buf)
-            else:
-                count = b.element_count(env)
-                usage = wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC | wgpu.BufferUsage.COPY_DST
-                if guard:
-                    words = np.full(max(count, 1) + CANARY_WORDS, poison(b.dtype), dtype=np.uint32)
-                    words[count:] = CANARY_WORD
-                    buf = device.buffer(words.nbytes, usage)
-                    dev.queue.write_buffer(buf, 0, words)
-                    size = nbytes = words.nbytes
-                else:                         # zeroed, as a new WebGPU buffer is
-                    size = nbytes = max(count, 1) * 4
-                    buf = device.buffer(nbytes, usage)
-                    enc.clear_buffer(buf)
-                staging = device.buffer(nbytes, wgpu.BufferUsage.MAP_READ | wgpu.BufferUsage.COPY_DST)
-                reads.append((b, count, buf, staging))
-                used += [buf, staging]
-            entries.setdefault(b.group, []).append({"binding": b.binding, "resource": {"buffer": buf, "offset": 0, "size": size}})
+        for s in slots:
+            buf = ubuf if s.binding.kind == "uniform" else ibuf if s.data is not None else obuf
+            entries.setdefault(s.binding.group, []).append(
+                {"binding": s.binding.binding, "resource": {"buffer": buf, "offset": s.offset, "size": s.size}})
         invocations = int(program.invocations.eval(env))
         groups = -(-invocations // program.workgroup_size)
         # past the per-dimension limit the launch folds into 2-D; kernels index as
         # gid.x + gid.y * num_workgroups.x * workgroup_size (see docs/package-format.md)
         gy = -(-groups // max_groups)
         if gy > max_groups:
+            cp.end()
+            device.give_back(used)
             raise StudioError(f"{program.op}: {invocations} invocations exceed the device's launch limit",
                               hint="raise [kernel] workgroup_size or process the input in pieces")
-        cp = enc.begin_compute_pass()
         cp.set_pipeline(pipe)
         for g, layout in enumerate(layouts):
             cp.set_bind_group(g, dev.create_bind_group(layout=layout, entries=entries.get(g, [])))
         if groups > 0:
             cp.dispatch_workgroups(-(-groups // gy), gy)
-        cp.end()
-        for b, count, buf, staging in reads:
-            enc.copy_buffer_to_buffer(buf, 0, staging, 0, staging.size)
-        pending.append((env, shapes, reads))
+    cp.end()
+    if obuf is not None:
+        enc.copy_buffer_to_buffer(obuf, 0, staging, 0, totals["output"])
     dev.queue.submit([enc.finish()])
-    results = []
-    for env, shapes, reads in pending:
-        res = Result(outputs={}, env=env)
-        for b, count, buf, staging in reads:
-            staging.map_sync(wgpu.MapMode.READ)
-            words = np.frombuffer(staging.read_mapped(copy=False), dtype=np.uint32).copy()  # one copy
+    out = []
+    try:
+        if staging is not None:
+            staging.map_sync(wgpu.MapMode.READ, 0, totals["output"])
+            words = np.frombuffer(staging.read_mapped(0, totals["output"], copy=False), dtype=np.uint32)
+        for at, slots in chunk:
+            out.append((at, _read_case(program, prepared[at], slots, words if staging is not None else None, guard)))
+    finally:
+        if staging is not None and staging.map_state == "mapped":
             staging.unmap()
-            body = words[:count]
-            if guard:
-                res.unwritten[b.name] = np.flatnonzero(body == poison(b.dtype))
-                res.canary_hits[b.name] = np.flatnonzero(words[count:count + CANARY_WORDS] != CANARY_WORD)
-            if b.name in shapes:
-                values, malformed = from_device(body, b.dtype)
-                if malformed.size:
-                    i = int(malformed[0])
-                    raise StudioError(f"{program.op}: output '{b.name}'[{i}] was written as the word 0x{int(body[i]):08x}, "
-                                      f"which is no {b.dtype} (its low half is not zero; {malformed.size} such "
-                                      "element(s))", file=program.path,
-                                      hint="round every bf16 result with bf16_round() before storing it "
-                                           "(studio/resources/shaders/bf16.wgsl; docs/bf16.md)")
-                res.outputs[b.name] = values.reshape(shapes[b.name])
-        results.append(res)
-    device.give_back(used)
-    return results
+        device.give_back(used)
+    return out
+
+
+def _read_case(program, case, slots: list[_Slot], words, guard: bool) -> Result:
+    env, shapes, _ = case
+    res = Result(outputs={}, env=env)
+    for s in slots:
+        if s.data is not None:
+            continue
+        b, o = s.binding, s.offset // 4
+        body = words[o:o + s.count].copy()                  # the one copy out of the mapped staging
+        if guard:
+            res.unwritten[b.name] = np.flatnonzero(body == poison(b.dtype))
+            res.canary_hits[b.name] = np.flatnonzero(words[o + s.count:o + s.count + CANARY_WORDS] != CANARY_WORD)
+        if b.name in shapes:
+            values, malformed = from_device(body, b.dtype)
+            if malformed.size:
+                i = int(malformed[0])
+                raise StudioError(f"{program.op}: output '{b.name}'[{i}] was written as the word 0x{int(body[i]):08x}, "
+                                  f"which is no {b.dtype} (its low half is not zero; {malformed.size} such "
+                                  "element(s))", file=program.path,
+                                  hint="round every bf16 result with bf16_round() before storing it "
+                                       "(studio/resources/shaders/bf16.wgsl; docs/bf16.md)")
+            res.outputs[b.name] = values.reshape(shapes[b.name])
+    return res
+
+
+def roundtrip(device: Device, data: np.ndarray) -> np.ndarray:
+    """Upload ``data`` and read it back by dispatch's own path (a pooled arena written by the queue,
+    a device copy into a pooled mapped staging buffer, one copy out of the mapping), without a
+    kernel: the transfer alone, which the benchmarks compare with a plain memcpy of the same bytes."""
+    wgpu, dev = device.wgpu, device.device
+    U = wgpu.BufferUsage
+    raw = np.ascontiguousarray(data).reshape(-1).view(np.uint8)
+    n = _align(max(raw.nbytes, 4), 4)
+    buf = device.buffer(_pooled(n), U.STORAGE | U.COPY_SRC | U.COPY_DST)
+    staging = device.buffer(_pooled(n), U.MAP_READ | U.COPY_DST)
+    try:
+        dev.queue.write_buffer(buf, 0, raw if raw.nbytes == n else np.concatenate([raw, np.zeros(n - raw.nbytes, np.uint8)]))
+        enc = dev.create_command_encoder()
+        enc.copy_buffer_to_buffer(buf, 0, staging, 0, n)
+        dev.queue.submit([enc.finish()])
+        staging.map_sync(wgpu.MapMode.READ, 0, n)
+        try:
+            out = np.frombuffer(staging.read_mapped(0, n, copy=False), dtype=np.uint8)[:raw.nbytes].copy()
+        finally:
+            staging.unmap()
+    finally:
+        device.give_back([buf, staging])
+    return out.view(data.dtype).reshape(data.shape)

@@ -1,25 +1,62 @@
 """Learner checkpoints (docs/learner.md "Checkpoints"): the parameters, the state, the step, the
 contract hash, the combine order, the sample-to-owner assignment (and the data hash and the metric
-history), in ONE file written atomically (studio/engine/atomic.py) and sealed by the sha256 of its
-body. Loading verifies the seal; a run resumes only from a checkpoint of the same contract and
-data, and a refusal says which field differs."""
+history), in ONE record (studio/engine/records/): sealed with the user folder's key, written
+atomically, read bounded and strict with a typed schema. Loading refuses a checkpoint from another
+user folder, names any field edited after sealing, and checks every array against its hash; a run
+resumes only from a checkpoint of the same contract and data, and a refusal says which field differs."""
 from __future__ import annotations
 
 import base64
-import json
+import binascii
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Annotated, Literal
 
 import numpy as np
+from msgspec import Meta, Struct
 
-from ..atomic import write_bytes
 from ..errors import StudioError
+from ..home import studio_home
+from ..records.canonical import array_hash
+from ..records.reader import read_record
+from ..records.seal import Seal
+from ..records.writer import write_record
 from . import combine
-from .fingerprint import array_hash, digest
 from .system import System
 
 FILE = "learner.checkpoint.json"
-FORMAT = "scellis.learner.checkpoint/v1"
+SCHEMA = "scellis-learner-checkpoint/1"
+MAX_STEP = 1_000_000                 # the most steps a run may reach (`scellis learn --steps`)
+MAX_CHECKPOINT_BYTES = 256 << 20     # k and m far past what a learner file may declare; a bigger file is refused by its size
+HINT = "delete it and run from the start (or restore a good copy)"
+
+_Hex64 = Annotated[str, Meta(pattern="^[0-9a-f]{64}$")]
+_Count = Annotated[int, Meta(ge=0, le=1 << 31)]
+
+
+class _F32(Struct, forbid_unknown_fields=True):
+    count: _Count
+    f32: str
+
+
+class _I32(Struct, forbid_unknown_fields=True):
+    count: _Count
+    i32: str
+
+
+class CheckpointSchema(Struct, forbid_unknown_fields=True):
+    schema: Literal["scellis-learner-checkpoint/1"]
+    step: Annotated[int, Meta(ge=0, le=MAX_STEP)]
+    contract_hash: _Hex64
+    order: str
+    data_hash: _Hex64
+    params_hash: _Hex64
+    state_hash: _Hex64
+    params: _F32
+    state: _F32
+    assignment: _I32
+    metrics: list[float]
+    seal: dict | None = None
 
 
 @dataclass
@@ -49,7 +86,7 @@ def _b64(a: np.ndarray) -> str:
 
 
 def _body(ck: Checkpoint) -> dict:
-    return {"format": FORMAT, "step": ck.step, "contract_hash": ck.contract_hash, "order": ck.order,
+    return {"schema": SCHEMA, "step": ck.step, "contract_hash": ck.contract_hash, "order": ck.order,
             "data_hash": ck.data_hash, "params_hash": array_hash(ck.params), "state_hash": array_hash(ck.state),
             "params": {"count": int(ck.params.size), "f32": _b64(ck.params)},
             "state": {"count": int(ck.state.size), "f32": _b64(ck.state)},
@@ -57,56 +94,48 @@ def _body(ck: Checkpoint) -> dict:
             "metrics": ck.metrics}
 
 
-def seal_body(body: dict) -> str:
-    return digest(json.dumps(body, sort_keys=True, separators=(",", ":")))
+def _path(folder: str | Path) -> Path:
+    return Path(folder) / FILE if Path(folder).is_dir() or not str(folder).endswith(".json") else Path(folder)
 
 
-def save(folder: str | Path, ck: Checkpoint) -> Path:
-    path = Path(folder) / FILE
-    body = _body(ck)
-    write_bytes(path, json.dumps({**body, "seal": seal_body(body)}, indent=1, sort_keys=True).encode("utf-8"))
-    return path
+def save(folder: str | Path, ck: Checkpoint, seal: Seal | None = None) -> Path:
+    return write_record(Path(folder) / FILE, _body(ck), seal or Seal(studio_home()), what="the checkpoint")
 
 
-def load(folder: str | Path) -> Checkpoint:
-    """The checkpoint in ``folder``, its seal and every field verified; StudioError otherwise."""
-    path = Path(folder) / FILE if Path(folder).is_dir() or not str(folder).endswith(".json") else Path(folder)
+def load(folder: str | Path, seal: Seal | None = None) -> Checkpoint:
+    """The checkpoint in ``folder``: sealed in this user folder, every field typed, every array
+    matching its hash; a StudioError naming the file and the field otherwise."""
+    path = _path(folder)
     file = str(path)
+    if not path.exists() and not path.is_symlink():
+        raise StudioError("no checkpoint here", file=file, hint="run without --resume first, with --checkpoint DIR")
+    doc = read_record(path, seal or Seal(studio_home()), schema=SCHEMA, what="the checkpoint", hint=HINT,
+                      max_bytes=MAX_CHECKPOINT_BYTES, struct=CheckpointSchema).require_sealed("the checkpoint", HINT)
     try:
-        doc = json.loads(path.read_bytes().decode("utf-8"))
-    except FileNotFoundError:
-        raise StudioError("no checkpoint here", file=file, hint="run without --resume first, with --checkpoint DIR") \
-            from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise StudioError(f"the checkpoint is not readable JSON ({e})", file=file,
-                          hint="it is corrupt: delete it and run from the start") from None
-    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
-        raise StudioError("not a learner checkpoint", file=file, field="format", hint=f"expected {FORMAT}")
-    seal = doc.pop("seal", None)
-    if seal != seal_body(doc):
-        raise StudioError("the checkpoint's seal does not match its contents: it was changed or corrupted",
-                          file=file, field="seal", hint="delete it and run from the start (or restore a good copy)")
-    try:
-        params = _array(doc["params"], "f32", np.float32)
-        state = _array(doc["state"], "f32", np.float32)
-        assign = _array(doc["assignment"], "i32", np.int32)
-        ck = Checkpoint(int(doc["step"]), params, state, str(doc["contract_hash"]), str(doc["order"]),
-                        str(doc["data_hash"]), assign, [float(x) for x in doc["metrics"]])
-    except (KeyError, TypeError, ValueError) as e:
-        raise StudioError(f"the checkpoint is malformed ({e})", file=file, hint="delete it and run from the start") \
-            from None
+        params = _array(doc["params"], "f32", np.float32, "params")
+        state = _array(doc["state"], "f32", np.float32, "state")
+        assign = _array(doc["assignment"], "i32", np.int32, "assignment")
+    except ValueError as e:
+        raise StudioError(f"the checkpoint is malformed: {e}", file=file, field=str(e).split()[0], hint=HINT) from None
     for name, arr in (("params", params), ("state", state)):
         if doc[f"{name}_hash"] != array_hash(arr):
             raise StudioError(f"the checkpoint's {name} do not match their hash", file=file, field=f"{name}_hash",
-                              hint="delete it and run from the start")
-    return ck
+                              hint=HINT)
+    if assign.size and (assign.min() < 0 or assign.max() >= assign.size):
+        raise StudioError("the checkpoint assigns a sample to an owner that cannot exist", file=file,
+                          field="assignment", hint=HINT)
+    return Checkpoint(doc["step"], params, state, doc["contract_hash"], doc["order"], doc["data_hash"], assign,
+                      [float(x) for x in doc["metrics"]])
 
 
-def _array(d: dict, kind: str, dtype) -> np.ndarray:
-    a = np.frombuffer(base64.b64decode(d[kind], validate=True), dtype).copy()
-    if a.size != int(d["count"]):
-        raise ValueError(f"{a.size} values where {d['count']} were written")
-    return a
+def _array(d: dict, kind: str, dtype, name: str) -> np.ndarray:
+    try:
+        raw = base64.b64decode(d[kind], validate=True)
+    except (binascii.Error, ValueError):
+        raise ValueError(f"{name}.{kind} is not base64") from None
+    if len(raw) != int(d["count"]) * np.dtype(dtype).itemsize:
+        raise ValueError(f"{name}.count says {d['count']} values, the data holds {len(raw) / np.dtype(dtype).itemsize:g}")
+    return np.frombuffer(raw, dtype).copy()
 
 
 def check_resumable(ck: Checkpoint, system: System, *, file: str | None = None) -> None:

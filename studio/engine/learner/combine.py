@@ -1,4 +1,4 @@
-"""The ordered combine (LEARNER.md §5, docs/learner.md "The combine trees"): the sum of the
+"""The ordered combine (docs/requirements.md L5, docs/learner.md "The combine trees"): the sum of the
 per-sample contributions is evaluated by an explicit tree, and the numerical contract names it.
 
 canonical  A binary tree over the GLOBAL sample order 0..N-1. The node over the samples
@@ -17,7 +17,7 @@ per-owner  Each non-empty owner sums its own samples, in the order of its list, 
 The mean is numerator / mass with mass = f32(N) (exact: N < 2^24), one binary32 division per
 element. Nothing reassociates: a different tree is a different contract hash.
 
-precision  "f32": every node is an f32 addition (above). "bf16" (LEARNER.md §11, docs/learner.md
+precision  "f32": every node is an f32 addition (above). "bf16" (docs/requirements.md L11, docs/learner.md
            "bf16 combine"): the batch-contracting node rounded per owner — each non-empty owner's
            partial sum S_r (its f32 tree over its list) is rounded once to bfloat16 (rnd,
            studio.engine.bfloat16, correct rounding of the f32 value), the rounded partials are

@@ -21,6 +21,7 @@ from .slots import Bound, affine, check
 from .syntax import INT, Assign, Bin, Call, Int, Let, LetRef, Num, Read, Reduce, Size, ToF32, Unary, Var
 
 BUDGET = 1 << 22
+FRAME_WORDS = 1 << 25          # a frame built by a rule, per chunk of rows (frame_rows)
 LIMIT = 1 << 28                 # values of one reduction alive at once, past which evaluate refuses
 _F32 = {"+": np.add, "-": np.subtract, "*": np.multiply, "/": np.divide}
 _INT = {"+": np.add, "-": np.subtract, "*": np.multiply, "//": np.floor_divide, "%": np.mod}
@@ -29,10 +30,11 @@ _CMP = {"<": np.less, "<=": np.less_equal, ">": np.greater, ">=": np.greater_equ
 
 
 def evaluate(prog, frame: np.ndarray, *, role: str | None = None, k: int | None = None, s: int | None = None,
-             m: int | None = None) -> np.ndarray:
+             m: int | None = None, in_place: bool = False) -> np.ndarray:
     """Apply the program to every row of ``frame`` (float32, shape (rows, width)) and return the
     new frame. ``prog`` is a Bound (from check_program), or a Program with role, k, s, m given
-    (then checked here first)."""
+    (then checked here first). ``in_place``: a C-contiguous float32 frame is updated and returned
+    itself (no copy: the rules that build their own frame, system.py)."""
     bound = prog if isinstance(prog, Bound) else _bind(prog, role, k, s, m)
     lay = bound.layout
     arr = np.asarray(frame)
@@ -40,11 +42,42 @@ def evaluate(prog, frame: np.ndarray, *, role: str | None = None, k: int | None 
         raise StudioError(f"a {lay.role} frame is float32 of shape (rows, {lay.width}); got {arr.dtype} {arr.shape}",
                           field="frame", hint=f"width = {'2k + s' if lay.role == 'contribution' else '2k + m + 1'} "
                                               f"with k={lay.k}, s={lay.s}, m={lay.m}")
-    out = np.array(arr, dtype=np.float32, order="C", copy=True)
+    out = arr if in_place and arr.flags.c_contiguous and arr.flags.writeable else \
+        np.array(arr, dtype=np.float32, order="C", copy=True)
     step = max(1, BUDGET // max(1, bound.volume))
     with np.errstate(all="ignore"):                    # IEEE: x/0 is ±inf or NaN, log(-1) is NaN
         for r0 in range(0, out.shape[0], step):
             _Run(bound, out[r0:r0 + step]).program()
+    return out
+
+
+def frame_rows(bound: Bound, words: int | None = None) -> int:
+    """How many rows of a frame to build at once: whole chunks of the evaluator's row step, about
+    ``words`` (default FRAME_WORDS) f32 words in all (a caller that builds frames chunk by chunk)."""
+    words = FRAME_WORDS if words is None else words
+    step = max(1, BUDGET // max(1, bound.volume))
+    return step * max(1, words // max(1, bound.layout.width * step))
+
+
+def evaluate_rows(bound: Bound, head: np.ndarray, rows: np.ndarray, take: slice) -> np.ndarray:
+    """Slots ``take`` of the program run on the frames ``[head | row | 0 ...]``, one per row of
+    ``rows`` (a contribution: head = the parameters, a row = a sample). The frames are built a
+    chunk of rows at a time (frame_rows) and evaluated in place: the same bits as one frame."""
+    head, rows = np.asarray(head, np.float32).reshape(-1), np.asarray(rows, np.float32)
+    n, h, w = rows.shape[0], head.size, rows.shape[1]
+    step = frame_rows(bound)
+    out = None
+    for r0 in range(0, n, step):
+        chunk = rows[r0:r0 + step]
+        frame = np.zeros((chunk.shape[0], bound.layout.width), np.float32)
+        frame[:, :h] = head
+        frame[:, h:h + w] = chunk
+        done = evaluate(bound, frame, in_place=True)[:, take]
+        if n <= step:
+            return done                             # rows of the frame: a view, no copy
+        if out is None:
+            out = np.empty((n, done.shape[1]), np.float32)
+        out[r0:r0 + chunk.shape[0]] = done
     return out
 
 
@@ -85,10 +118,21 @@ class _Run:
             vals = np.broadcast_to(self.ev(st.expr, sc), shape).reshape(self.rows, -1)
             if np.may_share_memory(vals, self.cur):   # a view of the frame: keep the values before any write
                 vals = vals.copy()
-            slots = self.slots(st.target, sc, shape[1:]).reshape(-1)
-            results.append((slots, vals))
+            results.append((self.where(st.target, sc, shape[1:]), vals))
         for slots, vals in results:
             self.cur[:, slots] = vals
+
+    def where(self, r: Read, scope, extents):
+        """The slots a statement writes, in iteration order: a slice when the index is one loop
+        variable (the box's only one) times c > 0 plus a constant, else their positions."""
+        if r.index is not None and len(scope) == 1:
+            c, co = affine(r.index, self.sizes)
+            step = co.get(scope[0][0], 0)
+            if len(co) == 1 and step > 0:
+                _, lo, hi = scope[0]
+                first = self.lay.views[r.view][0] + c + step * lo
+                return slice(first, first + step * (hi - lo - 1) + 1, step)
+        return self.slots(r, scope, extents).reshape(-1)
 
     def const(self, e) -> int:
         return int(self.ev(e, ()).reshape(-1)[0])
@@ -181,8 +225,9 @@ class _Run:
                               f"{LIMIT:,}", hint="nest fewer long reductions, or use smaller k, s, m")
         body = self.ev(e.body, scope + ((e.var, lo, hi),))
         body = np.broadcast_to(body, body.shape[:-1] + (hi - lo,))
-        if e.func == "sum":
-            return np.add.accumulate(body, axis=-1, dtype=np.float32)[..., -1]
+        if e.func == "sum":       # a temporary of this reduction only is accumulated in place
+            out = body if body.flags.owndata and body.flags.writeable and body.dtype == np.float32 else None
+            return np.add.accumulate(body, axis=-1, dtype=np.float32, out=out)[..., -1]
         extreme = (np.fmin if e.func in ("min", "argmin") else np.fmax).reduce(body, axis=-1)
         first = np.argmax(body == extreme[..., None], axis=-1)        # all NaN: index 0
         if e.func.startswith("arg"):
@@ -190,4 +235,4 @@ class _Run:
         return np.take_along_axis(body, first[..., None], axis=-1)[..., 0]
 
 
-__all__ = ["evaluate", "BUDGET", "LIMIT"]
+__all__ = ["evaluate", "evaluate_rows", "frame_rows", "BUDGET", "LIMIT"]

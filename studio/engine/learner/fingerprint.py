@@ -7,6 +7,8 @@ import hashlib
 
 import numpy as np
 
+from ..records.canonical import array_hash as records_array_hash
+
 
 def digest(*parts: bytes | str) -> str:
     h = hashlib.sha256()
@@ -18,6 +20,5 @@ def digest(*parts: bytes | str) -> str:
 
 
 def array_hash(a: np.ndarray) -> str:
-    """sha256 of an array's dtype, shape and C-order bytes: the same bits give the same hash."""
-    a = np.ascontiguousarray(a)
-    return digest(str(a.dtype), repr(a.shape), a.tobytes())
+    """The one array digest (studio/engine/records/canonical.py): dtype, shape and C-order bytes."""
+    return records_array_hash(a)

@@ -1,17 +1,20 @@
-"""Owners as processes on Dask distributed (docs/learner.md "Owners"): each owner is one Dask worker
-process holding its shard of the samples and a replica of the parameters and state. One step:
+"""Owners on Dask distributed (docs/learner.md "Owners"): each owner is a long-lived actor
+(resident.Resident) on a Dask worker, holding its shard of the samples, its blocks of the combine
+tree and its replica of the parameters and state between steps. One step is one round trip:
 
-1. every owner computes its samples' contributions and the combine nodes it holds entirely;
-2. the remaining nodes are explicit Dask tasks, submitted in the tree's own shape (combine.plan),
-   their keys naming the node; the mean is one more task;
-3. every owner applies the same update program to the mean, on its own replica;
-4. every owner hashes its parameters and state; the driver compares the hashes, and a disagreement
-   stops the run naming the owners and the first differing slot.
+1. the driver adds the owners' block sums (returned by the previous call) in the tree's own shape
+   (combine.plan: the same additions of the same operands as anywhere else) and divides by N;
+2. the mean goes to every owner, which applies the update program to its own replica, hashes it
+   and computes its samples' contributions and complete blocks for the next step;
+3. the driver applies the same update to its own replica meanwhile, and compares every owner's
+   hash with the others and with its own: a disagreement stops the run naming the owners and the
+   first differing slot.
 
-The driver keeps its own copy of the agreed parameters and state after every step (and the
-checkpoints keep them on disk): Dask data dies with its worker, so nothing lives only there."""
+The driver's replica is the agreed parameters and state after every step (the checkpoints keep
+them on disk): an actor dies with its worker, so nothing lives only there."""
 from __future__ import annotations
 
+import asyncio
 import os
 import time
 from dataclasses import dataclass, field
@@ -20,7 +23,7 @@ import numpy as np
 
 from ..errors import StudioError
 from . import combine
-from .fingerprint import digest
+from .resident import Resident, apply_update, replica_hash
 from .system import System
 
 WAIT_S = 0.25                    # how often a waiting driver looks for owners that died
@@ -41,45 +44,14 @@ class Disagreement(StudioError):
 
     def __init__(self, step: int, owners: tuple[int, int], slot: int, values: tuple[float, float], k: int):
         where = f"parameter {slot}" if slot < k else f"state word {slot - k}"
-        super().__init__(f"after step {step} owner {owners[0]} and owner {owners[1]} disagree: first differing slot "
+        a, b = (f"owner {o}" if o >= 0 else "the driver's replica" for o in owners)
+        super().__init__(f"after step {step} {a} and {b} disagree: first differing slot "
                          f"{slot} ({where}): {values[0]!r} vs {values[1]!r}",
                          hint="every owner must apply the same update to the same mean; the run stopped here")
         self.step, self.owners, self.slot, self.values = step, owners, slot, values
 
 
-# ------------------------------------------------------------------ what runs on an owner
-def contribute(rule, shard: np.ndarray, replica, blocks, precision: str = "f32") -> list[np.ndarray]:
-    params, _ = replica
-    return combine.block_sums(rule.contributions(params, shard), blocks, precision)
-
-
-def pick(sums: list[np.ndarray], j: int) -> np.ndarray:
-    return sums[j]
-
-
-def add(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    return np.add(x, y, dtype=np.float32)
-
-
-def divide(numerator: np.ndarray, n: int) -> np.ndarray:
-    return combine.mean(numerator, n)
-
-
-def update(rule, replica, mean: np.ndarray, rate, inject=None):
-    params, state = rule.apply(replica[0], replica[1], mean, np.float32(rate))
-    params, state = np.array(params, np.float32), np.array(state, np.float32)
-    if inject is not None:                                   # fault injection (tests): flip one bit here
-        flat = np.concatenate([params, state])
-        bits = flat.view(np.uint32)
-        bits[inject] ^= np.uint32(1)
-        params, state = flat[:params.size].copy(), flat[params.size:].copy()
-    return params, state
-
-
-def replica_hash(replica) -> str:
-    return digest(np.ascontiguousarray(replica[0]).tobytes(), np.ascontiguousarray(replica[1]).tobytes())
-
-
+# ------------------------------------------------------------------ on the workers
 def process_id() -> int:
     return os.getpid()
 
@@ -97,28 +69,33 @@ class StepOutcome:
     mean: np.ndarray
     hashes: list[str]
     seconds: float
-    tasks: list[str] = field(default_factory=list)
+    paths: list[str] = field(default_factory=list)      # per owner: the path its contributions ran on
+    owner_s: float = 0.0                                 # the slowest owner's own compute in this step's call
+    driver_s: float = 0.0                                # the driver's tree, mean, update and hash
 
 
 class Owners:
-    """``len(addresses)`` owners on the Dask workers at ``addresses`` (one owner per worker)."""
+    """One owner per entry of ``addresses`` (a Dask worker address; several owners may share a
+    worker: each is an actor of its own there)."""
 
     def __init__(self, client, addresses: list[str]):
         self.client, self.addresses = client, list(addresses)
-        self._shards, self._replicas, self._rules = [], [], {}
+        self._actors, self._sums = [], None
         self._ids = self._identities()
 
     @classmethod
     def on(cls, client, n: int) -> Owners:
-        """The first ``n`` workers of the client's cluster (by address)."""
+        """``n`` owners on the client's workers, by address: owner o on worker o mod W, so more
+        owners than workers share workers (each owner is its own actor; a worker runs its actors'
+        calls one at a time)."""
         workers = sorted(workers_now(client))
-        if len(workers) < n:
-            raise StudioError(f"{n} owners asked for, the cluster has {len(workers)} worker{'s' * (len(workers) != 1)}",
-                              field="--owners", hint="start more workers, or ask for fewer owners")
-        return cls(client, workers[:n])
+        if not workers:
+            raise StudioError(f"{n} owners asked for, the cluster has no workers", field="--owners",
+                              hint="start workers (dask worker ADDRESS), or run without --scheduler")
+        return cls(client, [workers[o % len(workers)] for o in range(n)])
 
     def pids(self) -> list[int]:
-        got = self.client.run(process_id, workers=self.addresses)
+        got = self.client.run(process_id, workers=sorted(set(self.addresses)))
         return [got[a] for a in self.addresses]
 
     def _identities(self) -> dict[str, str]:
@@ -134,107 +111,116 @@ class Owners:
         return [o for o, a in enumerate(self.addresses) if now.get(a) != self._ids.get(a)]
 
     def load(self, system: System, params: np.ndarray, state: np.ndarray) -> None:
-        """Give every owner its shard (in its canonical order), the rules and the replica."""
+        """Start every owner's actor on its worker with its shard (in its canonical order), its
+        blocks, the rules and the replica; then the first round trip: the sums at ``params``."""
         if len(system.owners) != len(self.addresses):
             raise StudioError(f"the system has {len(system.owners)} owners, {len(self.addresses)} workers were given",
                               field="owners")
         self.system = system
         self.root, self.blocks = combine.plan(system)
-        sc = self.client.scatter
-        self._shards, self._replicas, self._rules = [], [], {}
+        self.params, self.state = np.array(params, np.float32), np.array(state, np.float32)
+        c, tag = self.client, os.urandom(4).hex()
+        futures = []
         for o, a in enumerate(self.addresses):
-            shard = np.ascontiguousarray(system.samples[combine.owner_order(system, o)])
-            self._shards.append(sc(shard, workers=[a], hash=False))
-            self._replicas.append(sc((params.copy(), state.copy()), workers=[a], hash=False))
-            self._rules[a] = (sc(system.contribution, workers=[a], hash=False),
-                              sc(system.update, workers=[a], hash=False))
+            shard = c.scatter(np.ascontiguousarray(system.samples[combine.owner_order(system, o)]), workers=[a],
+                              hash=False)
+            futures.append(c.submit(Resident, system.contribution, system.update, shard, self.blocks[o],
+                                    system.precision, system.rate, self.params, self.state, workers=[a],
+                                    allow_other_workers=False, actor=True, key=f"learner-owner{o}-{tag}"))
+        self._holders = futures
+        self._actors = self._wait(futures, 0)
+        self.paths = self._wait([a.path() for a in self._actors], 0)
+        self._sums = [s for _, s, _ in self._wait([a.advance(None, None, True) for a in self._actors], 1)]
 
-    def _wait(self, futures, step: int) -> None:
-        from distributed import wait
-        while True:
-            try:
-                wait(futures, timeout=WAIT_S)
-            except TimeoutError:
-                pass
-            except Exception:                                # cancelled: lost dependencies (a dead owner)
-                for _ in range(40):
-                    time.sleep(WAIT_S)
-                    self._check(step, futures)
-                raise
-            self._check(step, futures)
-            if all(f.done() for f in futures):
-                bad = [f for f in futures if f.status != "finished"]
-                if bad:
-                    time.sleep(WAIT_S)                        # a dying worker: let the scheduler see it
-                    self._check(step, futures)
-                    bad[0].result()                         # raises the task's own error
-                return
+    def _wait(self, futures, step: int) -> list:
+        """Every future's result (Dask futures, or actor calls, awaited together in one trip through
+        the client's event loop), looking every WAIT_S for owners that went away. Nothing is
+        cancelled by the wait itself (a cancelled await would reach dask's sync as a BaseException)."""
+        futures, got = list(futures), {}
+        while len(got) < len(futures):
+            left = [i for i in range(len(futures)) if i not in got]
+            got.update(self.client.sync(_settle, [futures[i] for i in left], left))
+            if len(got) < len(futures):
+                self._check(step)
+        bad = [v for ok, v in got.values() if not ok]
+        if bad:                                                 # a dead worker: lost, cancelled, unreachable
+            for _ in range(40):
+                time.sleep(WAIT_S)
+                self._check(step)
+            if isinstance(bad[0], Exception):
+                raise bad[0]
+            raise RuntimeError(f"an owner's call ended with {type(bad[0]).__name__}: {bad[0]}")
+        return [got[i][1] for i in range(len(futures))]
 
-    def _check(self, step: int, futures=()) -> None:
+    def _check(self, step: int) -> None:
         gone = self.gone()
         if gone:
-            for f in futures:
-                f.cancel()
             raise OwnerLost(gone, [self.addresses[o] for o in gone], step)
 
-    def step(self, step: int, inject: dict | None = None) -> StepOutcome:
-        """One update on every owner; returns the agreed parameters and state (or raises
-        Disagreement / OwnerLost)."""
+    def step(self, step: int, inject: dict | None = None, more: bool = True) -> StepOutcome:
+        """One update, one round trip: the tree's remaining nodes and the mean here (from the sums
+        the owners returned last time), the mean to every owner, which applies the update to its
+        replica, hashes it and (``more``) computes its blocks for the next step; the driver applies
+        the same update to its own replica meanwhile. Returns the agreed parameters and state (or
+        raises Disagreement / OwnerLost)."""
         t0 = time.perf_counter()
-        sysm, c = self.system, self.client
-        n = int(sysm.samples.shape[0])
-        sums, values = [], {}
-        for o, a in enumerate(self.addresses):
-            rule = self._rules[a][0]
-            f = c.submit(contribute, rule, self._shards[o], self._replicas[o], self.blocks[o], sysm.precision,
-                         workers=[a], allow_other_workers=False, key=f"learner-{step}-contribute-owner{o}-{os.urandom(4).hex()}")
-            sums.append(f)
-            for j, b in enumerate(self.blocks[o]):
-                values[b] = c.submit(pick, f, j, workers=[a], allow_other_workers=False,
-                                     key=f"learner-{step}-node-{b.lo}+{b.n}-owner{o}-{os.urandom(4).hex()}")
-        keys = []
-
-        def add_task(x, y):
-            fut = c.submit(add, x, y, workers=self.addresses, key=f"learner-{step}-add-{len(keys)}-{os.urandom(4).hex()}")
-            keys.append(fut.key)
-            return fut
-
-        root = combine.evaluate_plan(self.root, values, add_task)
-        mean = c.submit(divide, root, n, workers=self.addresses, key=f"learner-{step}-mean-{os.urandom(4).hex()}")
-        new, hashes = [], []
-        for o, a in enumerate(self.addresses):
+        sysm = self.system
+        values = {}
+        for o, sums in enumerate(self._sums):
+            values.update(zip(self.blocks[o], sums))
+        mu = combine.mean(combine.evaluate_plan(self.root, values), int(sysm.samples.shape[0]))
+        calls = []
+        for o, actor in enumerate(self._actors):
             inj = inject.get("slot") if inject and inject.get("owner") == o and inject.get("step") == step else None
-            r = c.submit(update, self._rules[a][1], self._replicas[o], mean, float(sysm.rate), inj, workers=[a],
-                         allow_other_workers=False, key=f"learner-{step}-update-owner{o}-{os.urandom(4).hex()}")
-            new.append(r)
-            hashes.append(c.submit(replica_hash, r, workers=[a], allow_other_workers=False,
-                                   key=f"learner-{step}-hash-owner{o}-{os.urandom(4).hex()}"))
-        self._wait([*hashes, mean], step)
-        try:
-            *got, (params, state), mu = c.gather([*hashes, new[0], mean])      # one round trip
-            self._replicas = new
-            if len(set(got)) > 1:
-                self._disagree(step, got)
-        except StudioError:
-            raise
-        except Exception:                                    # a worker died between the wait and the gather
-            time.sleep(WAIT_S)
-            self._check(step)
-            raise
-        return StepOutcome(np.asarray(params, np.float32), np.asarray(state, np.float32),
-                           np.asarray(mu, np.float32), got, time.perf_counter() - t0, keys)
+            try:
+                calls.append(actor.advance(mu, inj, more))
+            except RuntimeError:                                # "Worker holding Actor was lost"
+                time.sleep(WAIT_S)
+                self._check(step)
+                raise
+        params, state = apply_update(sysm.update, self.params, self.state, mu, sysm.rate)   # the driver's replica
+        mine = replica_hash(params, state)
+        t1 = time.perf_counter()
+        got = self._wait(calls, step)
+        hashes = [h for h, _, _ in got]
+        if len(set(hashes)) > 1:
+            self._disagree(step, hashes)
+        if hashes and hashes[0] != mine:
+            self._disagree(step, hashes, (params, state))
+        self.params, self.state = params, state
+        self._sums = [s for _, s, _ in got]
+        return StepOutcome(params, state, mu, hashes, time.perf_counter() - t0, list(self.paths),
+                           max((x for _, _, x in got), default=0.0), t1 - t0)
 
-    def _disagree(self, step: int, hashes: list[str]):
-        reps = self.client.gather(self._replicas)
+    def _disagree(self, step: int, hashes: list[str], driver=None):
+        reps = self._wait([a.replica() for a in self._actors], step)
         ref = max(range(len(hashes)), key=lambda o: (hashes.count(hashes[o]), -o))   # the majority, else owner 0
         base = np.concatenate(reps[ref]).view(np.uint32)
-        for o, h in enumerate(hashes):
-            if h == hashes[ref]:
-                continue
-            other = np.concatenate(reps[o]).view(np.uint32)
+        others = [(o, reps[o]) for o, h in enumerate(hashes) if h != hashes[ref]] if driver is None else [(-1, driver)]
+        for o, rep in others:
+            other = np.concatenate(rep).view(np.uint32)
             slot = int(np.flatnonzero(base != other)[0])
             vals = (float(base.view(np.float32)[slot]), float(other.view(np.float32)[slot]))
             raise Disagreement(step, (ref, o), slot, vals, self.system.k)
+
+
+async def _settle(futures, ids) -> dict:
+    """On the client's loop: {id: (ok, result or exception)} of those of ``futures`` that end
+    within WAIT_S; the others are left running."""
+    async def one(f):
+        try:
+            return True, await f
+        except BaseException as e:                              # noqa: BLE001 (asyncio.CancelledError too)
+            return False, e
+    tasks = [asyncio.ensure_future(one(f)) for f in futures]
+    await asyncio.wait(tasks, timeout=WAIT_S)
+    out = {}
+    for i, t in zip(ids, tasks):
+        if t.done():
+            out[i] = t.result()
+        else:
+            t.cancel()                                          # the wrapper only: the call itself goes on
+    return out
 
 
 def workers_now(client) -> dict[str, dict]:

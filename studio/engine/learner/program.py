@@ -1,6 +1,6 @@
 """Pointwise assignment programs (docs/assignment-programs.md; grammar:
 studio/resources/grammars/assign.lark): parsed into typed syntax (``syntax.py``), named and
-typed here, checked against the slot layout of LEARNER.md §6 by ``slots.py`` before anything runs.
+typed here, checked against the slot layout of docs/requirements.md L6 by ``slots.py`` before anything runs.
 
     program = parse_program(text, origin="update.assign")
     bound = check_program(program, role="update", k=k, s=s, m=m)   # StudioError naming the slot
@@ -45,6 +45,7 @@ def canonical(statements) -> str:
 
 def parse_program(text: str, *, origin: str = "<program>") -> Program:
     """Parse and type a program; every mistake is a StudioError at origin:line:col with a hint."""
+    _refuse_oversized(text, origin)
     src = Source(text, origin)
     statements = parse("assign", src, lambda tree: _Builder(src).program(tree), EXAMPLE)
     body = canonical(statements)
@@ -52,8 +53,31 @@ def parse_program(text: str, *, origin: str = "<program>") -> Program:
     return Program(text, origin, digest, tuple(statements))
 
 
+MAX_PROGRAM_BYTES = 256 << 10       # the shipped programs are under 1 KiB
+MAX_OPERATORS = 256                 # + - * / in one statement: its tree is that deep (a long sum: sum(j in ...))
+
+
+def _refuse_oversized(text: str, origin: str) -> None:
+    """The real cause of a program too big to read, found at once (a flat 200,000-term sum used to
+    take the parser half a minute and come back as "it nests too deeply")."""
+    import re
+    size = len(text.encode("utf-8", "surrogatepass"))
+    if size > MAX_PROGRAM_BYTES:
+        raise StudioError(f"the program is {size} bytes, over the {MAX_PROGRAM_BYTES} bytes a program may hold",
+                          file=origin, hint="a program is a few statements; a long sum is sum(j in 0..n: ...)")
+    for n, line in enumerate(text.split("\n"), 1):
+        col = 1
+        for stmt in line.split("#", 1)[0].split(";"):
+            ops = len(re.findall(r"[-+*/]", stmt))
+            if ops > MAX_OPERATORS:
+                raise StudioError(f"this statement chains {ops} operators (+ - * /), over the {MAX_OPERATORS} one "
+                                  f"statement may hold", file=origin, line=n, col=col,
+                                  hint="a long sum is sum(j in 0..n: ...); or split it into lets")
+            col += len(stmt) + 1
+
+
 def check_program(prog: Program, *, role: str, k: int, s: int, m: int) -> slots.Bound:
-    """Enforce LEARNER.md §6 before anything runs: every read and write inside its role's ranges
+    """Enforce docs/requirements.md L6 before anything runs: every read and write inside its role's ranges
     (the first one outside is reported with its slot, line:col and the allowed range), no slot
     written twice by one statement, every contribution slot written. Returns the program bound
     to this layout, which ``evaluate`` and ``wgsl`` take."""

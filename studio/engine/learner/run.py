@@ -13,7 +13,7 @@ from ..errors import StudioError
 from . import checkpoint as ckpt
 from . import combine
 from .fingerprint import array_hash, digest
-from .owners import OwnerLost, Owners, connect, start_cluster
+from .owners import OwnerLost, Owners, connect, start_cluster, workers_now
 from .system import System
 
 
@@ -26,6 +26,8 @@ class StepRecord:
     owners: list[str]                # worker addresses, owner order
     shares: list[int]
     seconds: float
+    paths: list[str] = field(default_factory=list)     # per owner: where its contributions ran ("cpu (numpy)")
+    split: dict = field(default_factory=dict)          # seconds: "owners" (slowest owner's call), "driver"
 
 
 @dataclass
@@ -67,13 +69,15 @@ def reshard(system: System, lost: list[int]) -> System:
 def learn(system: System, *, client=None, owners: int | None = None, scheduler: str | None = None,
           checkpoint: str | Path | None = None, resume: bool = False, steps: int | None = None,
           checkpoint_every: int = 1, on_step=None, on_event=None, inject: dict | None = None,
-          max_faults: int = 3, stop=None) -> LearnResult:
+          max_faults: int = 3, stop=None, readmit: bool = True) -> LearnResult:
     """Run ``steps`` (the total to reach; default the system's) updates. ``client``: a Dask client
     to use (its first workers become the owners); else ``scheduler`` (an address); else a
     LocalCluster started here and closed at the end. ``owners``: that many owners in contiguous
     even shares (default: the system's own owners). ``inject``: {"owner", "step", "slot"} flips one
     bit of that owner's update (to see the agreement check stop the run). ``stop``: a
-    threading.Event; once set, the run ends after the step in flight (checkpointed)."""
+    threading.Event; once set, the run ends after the step in flight (checkpointed). ``readmit``:
+    after a fault, at the next checkpoint boundary where the cluster has more live workers than
+    the run uses (a restarted or a joined worker), go back to the run's owners and partition."""
     total = int(steps if steps is not None else system.steps)
     events: list[str] = []
 
@@ -96,6 +100,7 @@ def learn(system: System, *, client=None, owners: int | None = None, scheduler: 
         params, state, step, metrics = ck.params, ck.state, ck.step, list(ck.metrics)
         event(f"resumed from the checkpoint at step {step}")
     last = ckpt.Checkpoint.of(system, step, params, state, metrics)       # the driver's own copy
+    original = system                                                     # what a re-admission goes back to
     cluster, own_client = None, client is None
     if client is None:
         if scheduler:
@@ -115,7 +120,7 @@ def learn(system: System, *, client=None, owners: int | None = None, scheduler: 
                 event(f"stop asked: the run ends after step {step}")
                 break
             try:
-                out = team.step(step + 1, inject)
+                out = team.step(step + 1, inject, more=step + 1 < total)
             except OwnerLost as e:
                 faults += 1
                 if faults > max_faults:
@@ -142,12 +147,22 @@ def learn(system: System, *, client=None, owners: int | None = None, scheduler: 
             metric = float(np.linalg.norm(out.mean.astype(np.float64)))
             metrics.append(metric)
             rec = StepRecord(step, metric, len(set(out.hashes)) == 1, out.hashes, list(team.addresses),
-                             system.shares, out.seconds)
+                             system.shares, out.seconds, out.paths, {"owners": out.owner_s, "driver": out.driver_s})
             records.append(rec)
             if step % max(1, checkpoint_every) == 0 or step == total:
                 last = ckpt.Checkpoint.of(system, step, params, state, metrics)
                 if checkpoint is not None:
                     ckpt.save(checkpoint, last)
+                if readmit and step < total and len(system.owners) < len(original.owners) and \
+                        len(workers_now(client)) > len(set(team.addresses)):
+                    system = original
+                    team = Owners.on(client, len(system.owners))
+                    team.load(system, params, state)
+                    event(f"a worker joined: the run's {len(system.owners)} owners are re-admitted at the "
+                          f"checkpoint of step {step}, on {len(set(team.addresses))} worker(s), shares {system.shares}")
+                    if system.tree == "per-owner":
+                        event(f"the per-owner tree names the partition: from here on the contract is "
+                              f"{combine.contract_hash(system)[:16]} again (the run's own)")
             if on_step is not None:
                 on_step(rec)
         return LearnResult(params, state, step, system, records, events, metrics)

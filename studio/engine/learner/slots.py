@@ -1,4 +1,4 @@
-"""The slot layout of LEARNER.md §6 and the static check of a program against it.
+"""The slot layout of docs/requirements.md L6 and the static check of a program against it.
 
 Contribution frame (width 2k + s): param = [0, k), sample = [k, k + s), contrib = [k + s, 2k + s);
 it reads [0, k + s) and writes [k + s, 2k + s), every contribution slot at least once.

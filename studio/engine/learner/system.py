@@ -1,4 +1,4 @@
-"""The data-parallel learner as data (LEARNER.md §1-9, docs/learner.md): parameter count k, sample
+"""The data-parallel learner as data (docs/requirements.md L1-L9, docs/learner.md): parameter count k, sample
 width s, state width m, the contribution and update programs, initial parameters and state, the
 rate, and per owner the list of its samples (unequal shares, an owner with none allowed).
 
@@ -35,7 +35,7 @@ OWNER_KEYS = ("shares", "assignment")
 # ------------------------------------------------------------------ the two rules over programs
 @dataclass(frozen=True)
 class ProgramContribution:
-    """A contribution program (LEARNER.md §6): per sample, the frame ``[params k | sample s |
+    """A contribution program (docs/requirements.md L6): per sample, the frame ``[params k | sample s |
     contribution k]``; the contribution slots start at zero and are what it writes."""
     program: object                  # a Program (studio/engine/learner/program.py)
     bound: object                    # ... checked against the slot layout (check_program)
@@ -50,12 +50,8 @@ class ProgramContribution:
         n, k, s = samples.shape[0], self.k, self.s
         if n == 0:
             return np.zeros((0, k), np.float32)
-        frame = np.zeros((n, 2 * k + s), np.float32)
-        frame[:, :k] = params
-        frame[:, k:k + s] = samples
-        from .evaluate import evaluate
-        out = np.asarray(evaluate(self.bound, frame), np.float32)
-        return np.ascontiguousarray(out.reshape(n, -1)[:, k + s:2 * k + s])
+        from .evaluate import evaluate_rows         # frames [params | sample | 0], in chunks, in place
+        return evaluate_rows(self.bound, params, samples, slice(k + s, 2 * k + s))
 
 
 @dataclass(frozen=True)
@@ -76,7 +72,7 @@ class ProgramUpdate:
         frame = np.zeros((1, 2 * k + m + 1), np.float32)
         frame[0, :k], frame[0, k:k + m], frame[0, k + m:2 * k + m], frame[0, 2 * k + m] = params, state, mean, rate
         from .evaluate import evaluate
-        out = np.asarray(evaluate(self.bound, frame), np.float32).reshape(-1)
+        out = evaluate(self.bound, frame, in_place=True).reshape(-1)
         return out[:k].copy(), out[k:k + m].copy()
 
 
@@ -223,17 +219,18 @@ def _vector(v, n: int, what: str, origin: str) -> np.ndarray:
 
 
 # ------------------------------------------------------------------ the file
-def load_system(path: str | Path) -> System:
-    """A learner.toml (docs/learner.md), its programs and arrays resolved beside it."""
-    from .program import parse_program
+def load_system(path: str | Path, *, max_owners: int | None = None) -> System:
+    """A learner.toml (docs/learner.md), its programs and arrays resolved beside it: every file
+    read bounded (regular files only, size caps), every size checked against the machine before
+    it is allocated, and no more owners than ``max_owners`` (the workers this run may start)."""
+    from ..contract.package import read_regular
+    from .limits import MAX_LEARNER_BYTES, MAX_WIDTH, check_owners, fits_memory
+    from .program import MAX_PROGRAM_BYTES, parse_program
     p = Path(path)
     if p.is_dir():
         p = p / "learner.toml"
-    try:
-        raw = p.read_bytes()
-    except OSError as e:
-        raise StudioError(f"cannot read the learner file: {e.strerror or e}", file=str(p),
-                          hint="give a learner.toml (docs/learner.md)") from None
+    raw = read_regular(p, MAX_LEARNER_BYTES, what="the learner file", file=str(p),
+                       hint="give a learner.toml (docs/learner.md)")      # a FIFO or a device is never opened
     m = read_manifest(raw, str(p))
     f = Fields(m.data, m.text, str(p))
     f.known((), TOP)
@@ -246,8 +243,12 @@ def load_system(path: str | Path) -> System:
         v = f.get(("learner", key), int, required=True)
         if v < (1 if key != "m" else 0):
             raise f.error(("learner", key), f"{key} = {v} is too small", hint="k, s >= 1; m >= 0")
+        if v > MAX_WIDTH:
+            raise f.error(("learner", key), f"{key} = {v} is over the {MAX_WIDTH} words a learner may declare",
+                          hint="k, s and m are counts of f32 words per parameter vector, sample and state")
         dims[key] = v
     k, s, mm = dims["k"], dims["s"], dims["m"]
+    fits_memory(f, k, s, mm)
     progs = {}
     if isinstance(f.node(("learner", "contribution")), dict):          # a workflow's per-sample gradient
         progs["contribution"] = _workflow_rule(f, base, k, s)
@@ -257,9 +258,9 @@ def load_system(path: str | Path) -> System:
         rel = f.get(("learner", key), str, required=True)
         q = base / rel
         try:
-            text = q.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as e:
-            raise f.error(("learner", key), f"cannot read the {key} program {rel}: {getattr(e, 'strerror', e) or e}",
+            text = read_regular(q, MAX_PROGRAM_BYTES, what=f"the {key} program {rel}").decode("utf-8")
+        except (StudioError, UnicodeDecodeError) as e:
+            raise f.error(("learner", key), f"cannot read the {key} program {rel}: {getattr(e, 'message', e)}",
                           hint="a .assign file beside learner.toml (docs/assignment-programs.md)") from None
         progs[key] = parse_program(text, origin=str(q))
     initial = getattr(progs["contribution"], "initial_params", None)
@@ -278,6 +279,7 @@ def load_system(path: str | Path) -> System:
     if shares is not None and arel is not None:
         raise f.error(("owners", "assignment"), "give owners.shares or owners.assignment, not both")
     if shares is not None:
+        check_owners(f, ("owners", "shares"), len(shares), max_owners, f"{len(shares)} owners")
         if not all(isinstance(x, int) and not isinstance(x, bool) for x in shares):
             raise f.error(("owners", "shares"), "owners.shares must be integers", hint="e.g. shares = [40, 0, 24]")
         if sum(shares) != n or any(x < 0 for x in shares):
@@ -289,6 +291,9 @@ def load_system(path: str | Path) -> System:
         if a.shape != (n,) or a.dtype.kind not in "iu" or (a.size and a.min() < 0):
             raise f.error(("owners", "assignment"), f"{arel} must hold one owner number (>= 0) per sample ({n})",
                           hint="an integer .npy of length N")
+        if a.size:
+            n_owners = int(a.max()) + 1
+            check_owners(f, ("owners", "assignment"), n_owners, max_owners, f"{arel} names {n_owners} owners")
         owners = [np.flatnonzero(a == o) for o in range(int(a.max()) + 1 if a.size else 1)]
     tree = f.get(("combine", "tree"), str, default="canonical")
     if tree not in TREES:
@@ -344,8 +349,9 @@ def _workflow_rule(f: Fields, base: Path, k: int, s: int):
 
 
 def _load(f: Fields, path: tuple[str, ...], file: Path) -> np.ndarray:
+    from .limits import samples_limit
     try:
-        return load_array(file)
+        return load_array(file, max_bytes=samples_limit(), why="a quarter of the memory this machine has available")
     except StudioError as e:
         raise f.error(path, f"{file.name}: {e.message}", hint=e.hint) from None
 

@@ -20,7 +20,9 @@ from ..contract.tolerance import compare
 from ..errors import StudioError
 from ..grad.vjp import backward_dispatch, cotangent_name, device_inputs, gradient_name
 from ..trust.reference import cast_inputs
-from .corpus import CorpusCase, cotangent_values
+from . import hints
+from .bounds import backward_terms
+from .corpus import VALUE_KINDS, CorpusCase, cotangent_values
 
 BATCH = 32
 
@@ -43,6 +45,11 @@ class BackwardReport:
     total: int = 0
     passed: int = 0
     failures: list[BackwardFailure] = field(default_factory=list)
+    workgroup_size: int | None = None
+    fold_sizes: tuple = ()           # swept sizes at which the backward launch folds (sizes.py)
+
+    def folded(self, f) -> bool:
+        return any(v in self.fold_sizes for v in [*f.case.dims.values(), *f.case.params.values()])
 
     @property
     def ok(self) -> bool:
@@ -63,6 +70,10 @@ class BackwardReport:
             out.append(f"  first backward failure  {f.describe()}")
             if f.mismatch is not None:
                 out.append(f"               {f.mismatch.describe()}")
+            why = hints.hint(f.case, f.kind, f.mismatch, workgroup_size=self.workgroup_size, folded=self.folded(f),
+                             what="backward kernel")
+            if why:
+                out.append(f"               hint: {why}")
             out.append(f"  reproduce      {repro} --case {f.case.index}")
         return out
 
@@ -71,7 +82,7 @@ def cotangents_for(pkg: OpPackage, case: CorpusCase, outputs: dict) -> dict[str,
     """Engine-made cotangents for one case: the case's value kind over each output's shape
     (finite: a cotangent is a gradient), seeded by the case's index."""
     rng = np.random.default_rng([case.index, 11])
-    kind = case.value_kind if case.value_kind not in ("inf", "nan") else "normal"
+    kind = case.value_kind if case.value_kind in VALUE_KINDS else "normal"   # bands, kinks, inf, nan
     return {cotangent_name(o.name): cotangent_values(kind, outputs[o.name].shape, rng)
             for o in pkg.contract.signature.outputs}
 
@@ -101,10 +112,11 @@ def reference_gradients(ctx: Context, pkg: OpPackage, inputs: dict, params: dict
     return grads
 
 
-def conform_backward(ctx: Context, pkg: OpPackage, cases: list[tuple[CorpusCase, dict]]) -> BackwardReport:
+def conform_backward(ctx: Context, pkg: OpPackage, cases: list[tuple[CorpusCase, dict]],
+                     fold_sizes=()) -> BackwardReport:
     """``cases``: the forward's corpus cases with the device's forward outputs of each."""
     bk = pkg.contract.backward_kernel
-    rep = BackwardReport(str(bk.tolerance))
+    rep = BackwardReport(str(bk.tolerance), workgroup_size=bk.workgroup_size, fold_sizes=tuple(fold_sizes))
     rep.total = len(cases)
     for start in range(0, len(cases), BATCH):
         batch = cases[start:start + BATCH]
@@ -125,9 +137,11 @@ def _judge(ctx, pkg, tol, case, inputs, params, cts, res) -> list[BackwardFailur
     except StudioError as e:
         return [BackwardFailure(case, "-", "reference_error", e.format())]
     mags = _magnitudes(ctx, pkg, inputs, params, cts) if tol.kind == "bound" else {}
-    terms = max([np.asarray(v).size for v in cts.values()] + [1])
+    ks = backward_terms(lambda i, c: reference_gradients(ctx, pkg, i, params, c), inputs, cts, want) \
+        if tol.kind == "bound" else {}
     fails = []
     for name, expected in want.items():
+        terms = ks.get(name, 1)
         hits, unwritten = res.guard(name, expected)
         if hits.size:
             fails.append(BackwardFailure(case, name, "out_of_range_write",

@@ -126,7 +126,21 @@ def _reduction(refs, pkg, case, out, rng, probes):
     return None
 
 
+def _scan(refs, pkg, case, out, rng, probes):
+    """A scan's output i depends on inputs up to i only: perturbing element j leaves every output
+    before j unchanged (and it is linear, as a prefix sum is: contraction's check)."""
+    n = min(np.asarray(v).size for v in case.inputs.values()) if case.inputs else 0
+    for _ in range(probes if n > 1 else 0):
+        j = int(rng.integers(1, n))
+        changed = _changed(out, refs.forward(pkg, _perturbed(pkg, case, j), case.params))
+        if changed.size and changed.min() < j:
+            return f"perturbing input element {j} changed output {int(changed.min())} before it: not a prefix scan"
+    return _contraction(refs, pkg, case, out, rng, probes)
+
+
 def _generator(refs, pkg, case, out, rng, probes):
+    if case.inputs:
+        return f"a generator has no array inputs, and this op reads {', '.join(case.inputs)}"
     again = refs.forward(pkg, case.inputs, case.params)
     if not all(np.array_equal(_bits(again[k]), _bits(out[k])) for k in out):
         return "two runs with the same parameters differ: a generator must be deterministic"
@@ -135,4 +149,4 @@ def _generator(refs, pkg, case, out, rng, probes):
 
 _CHECKS = {"selection": _selection, "permutation": _permutation, "copy": _copy, "integer": _integer,
            "elementwise": _elementwise, "stencil": _stencil, "contraction": _contraction,
-           "reduction": _reduction, "generator": _generator}
+           "reduction": _reduction, "generator": _generator, "scan": _scan}

@@ -8,7 +8,7 @@ from ..contract import backward as backward_mod
 from ..contract import bindings as bindings_mod
 from ..contract.expr import unknown_symbols
 from ..contract.package import OpPackage
-from ..contract.tolerance import check_class_fits_category
+from ..contract.tolerance import check_category_fits_signature, check_class_fits_category
 from ..device.layout import check_layout
 from ..device.overrides import check_constants, check_overrides
 from ..errors import StudioError
@@ -84,6 +84,8 @@ def check_package(ctx: Context, pkg: OpPackage, *, compile_kernel: bool = True) 
         step("@workgroup_size agrees with the declared workgroup_size", geometry_errors)
     step(f"tolerance class {c.tolerance} fits category '{c.tolerance.category}'",
          check_class_fits_category(c.tolerance, file=mf))
+    step(f"category '{c.tolerance.category}' fits the signature and the reference's precision",
+         check_category_fits_signature(c.tolerance, c.signature, c.precision, file=mf))
     step("backward declaration names signature inputs", backward_mod.check_against_signature(c.backward, c.signature))
     if c.license is not None:
         step(f"license {c.license} is valid SPDX", check_license(c.license, file=mf))

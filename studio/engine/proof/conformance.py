@@ -11,13 +11,17 @@ import numpy as np
 from ..context import Context
 from ..contract.package import OpPackage
 from ..contract.tolerance import Mismatch, compare
-from ..device.execution import Case, run_cases
 from ..errors import StudioError
-from ..precision import DTYPE_BYTES
 from ..trust.reference import References
 from .backward_conformance import BackwardReport, conform_backward
+from . import coverage, hints
+from . import mutants as mutants_mod
+from .bounds import forward_terms
+from . import progressive
 from .category import verify_category
-from .corpus import Corpus, CorpusCase, fold_case_size, generate
+from .corpus import Corpus, CorpusCase, generate, swept_env, swept_symbol
+from .sizes import SizePlan
+from .sizes import plan as plan_sizes
 
 BATCH = 48
 FOLD_BUDGET_BYTES = 96 << 20
@@ -52,11 +56,21 @@ class ConformanceReport:
     backward: BackwardReport | None = None
     fold: dict | None = None         # the 2-D launch fold case: its size, invocations and workgroups
     overrides: dict[str, list] = field(default_factory=dict)   # WGSL override -> every value compiled and run
+    plan: SizePlan | None = None     # the large sizes reached, and why any was not (sizes.py)
+    workgroup_size: int | None = None
+    coverage: dict | None = None     # what the run covered (coverage.py); goes on the receipt
+    mutation: dict | None = None     # the mutation score (mutants.py), when mutants ran; goes on the receipt
+    timing: progressive.Timing | None = None                    # the phases' seconds (progressive.py)
 
     @property
     def ok(self) -> bool:
         return (not self.failures and not self.category_errors and self.passed == self.total > 0
                 and (self.backward is None or self.backward.ok))
+
+    def largest_size(self) -> int:
+        """The largest swept size among the corpus's cases (the size a run is compared with)."""
+        sym = swept_symbol(self.corpus.signature)
+        return max((int({**c.params, **c.dims}.get(sym, 0)) for c in self.corpus.cases), default=0)
 
     def failing_classes(self) -> dict[str, int]:
         return dict(Counter(f.case.shape_kind for f in self.failures))
@@ -69,10 +83,9 @@ class ConformanceReport:
                  f"               output {f.output}: {f.detail}"]
         if f.mismatch:
             lines.append(f"               {f.mismatch.describe()}")
-            if np.isnan(f.mismatch.expected) != np.isnan(f.mismatch.got):
-                lines.append("               hint: WGSL lets the compiler assume no NaNs, so `x != x` or `isNan`-"
-                             "style comparisons may be folded away; test NaN by its bits: "
-                             "(bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u")
+        why = hints.hint(f.case, f.kind, f.mismatch, workgroup_size=self.workgroup_size)
+        if why:
+            lines.append(f"               hint: {why}")
         lines.append(f"reproduce      {self.repro} --case {f.case.index}")
         return lines
 
@@ -92,6 +105,9 @@ class ConformanceReport:
                 "category_errors": [e.format() for e in self.category_errors], "seconds": round(self.seconds, 3),
                 "verdict": "pass" if self.ok else "fail", "reproduce": self.repro,
                 "backward": self.backward.to_json() if self.backward is not None else None, "fold": self.fold,
+                "sizes": self.plan.to_json() if self.plan is not None else None,
+                "coverage": self.coverage, "mutation": self.mutation,
+                "timing": self.timing.to_json() if self.timing is not None else None,
                 **({"overrides": {k: sorted(v) for k, v in self.overrides.items()}} if self.overrides else {})}
 
 
@@ -120,8 +136,11 @@ def judge(refs: References, pkg: OpPackage, case: CorpusCase, result) -> list[Ca
     except StudioError as e:
         return [CaseFailure(case, "-", "reference_error", e.format())]
     mags = _magnitude(refs, pkg, case) if tol.kind == "bound" else {}
-    terms = max([np.asarray(v).size for v in case.inputs.values()] + [1])
+    ks = forward_terms(refs, pkg, case.inputs, case.params, expected)[0] if tol.kind == "bound" else {}
     for name, want in expected.items():
+        terms = ks.get(name, 1)
+        arg = next((np.asarray(v).reshape(-1) for v in case.inputs.values() if np.asarray(v).size == want.size
+                    and np.asarray(v).dtype.kind == "f"), None) if tol.builtins else None   # ulp(K, exp): at x[i]
         hits, unwritten = result.guard(name, want)
         if hits.size:
             fails.append(CaseFailure(case, name, "out_of_range_write",
@@ -133,9 +152,9 @@ def judge(refs: References, pkg: OpPackage, case: CorpusCase, result) -> list[Ca
                                      f"{unwritten.size} element(s) never written, first at index {int(unwritten[0])} "
                                      f"(of {want.size})",
                                      # the first unwritten element as a mismatch: expected bits vs the poison
-                                     compare(tol, want, result.outputs[name], magnitude=mags.get(name), terms=terms)))
+                                     compare(tol, want, result.outputs[name], magnitude=mags.get(name), terms=terms, argument=arg)))
             continue
-        mm = compare(tol, want, result.outputs[name], magnitude=mags.get(name), terms=terms)
+        mm = compare(tol, want, result.outputs[name], magnitude=mags.get(name), terms=terms, argument=arg)
         if mm is not None:
             fails.append(CaseFailure(case, name, "mismatch", f"differs beyond {tol}", mm))
             continue
@@ -170,59 +189,71 @@ def not_from_inputs(pkg: OpPackage, case: CorpusCase, name: str, got: np.ndarray
 
 
 def conform(ctx: Context, pkg: OpPackage, *, seed: int = 0, large: bool = False, only_case: int | None = None,
-            progress=None, stop_after: int | None = None) -> ConformanceReport:
-    """Run the generated corpus on ``ctx``'s device against the reference. ``progress(done, total)``
-    is called after each batch."""
+            extra_sizes: dict[str, int] | None = None, mutants: int = 0,
+            progress=None, stop_after: int | None = None, on_failure=None) -> ConformanceReport:
+    """Run the generated corpus on ``ctx``'s device against the reference, small cases first
+    (progressive.py). ``progress(done, total)`` is called after each batch, ``on_failure(failure)``
+    the moment the first failure is found."""
     ctx.hosts.prestart()   # the reference's confined process boots while the device and corpus get ready
     device, refs = ctx.device, ctx.references
     t0 = time.perf_counter()
-    corpus = generate(pkg.contract.signature, seed=seed, large=large, fold_size=_fold_size(pkg, device, large))
+    plan = size_plan(pkg, device, seed, large)
+    plan.add(extra_sizes or {}, pkg.contract, swept_env(pkg.contract.signature, seed)[0],
+             device.profile.limits.get("max-compute-workgroups-per-dimension", 65535))
+    corpus = progressive.corpus_for(ctx, pkg, generate, seed=seed, large=large, sizes=plan.sizes)
     cases = corpus.cases if only_case is None else [c for c in corpus.cases if c.index == only_case]
     if only_case is not None and not cases:
         raise StudioError(f"the corpus has no case {only_case} (it has {len(corpus.cases)})", field="--case")
     rep = ConformanceReport(pkg.id, pkg.hash, str(pkg.contract.tolerance), corpus, device.profile.to_json(),
-                            total=len(cases))
+                            total=len(cases), plan=plan,
+                            workgroup_size=pkg.contract.kernel.workgroup_size if pkg.contract.kernel else None)
     rep.repro = f"scellis conform {pkg.root} --seed {seed}" + (" --large" if large else "")
-    rep.category_errors = verify_category(refs, pkg, cases[:24])
-    done = 0
+    timing = rep.timing = progressive.Timing(start=t0)
+    timing.add("corpus", time.perf_counter() - t0)
+    rep.category_errors = progressive.remembered(
+        ctx, progressive.category_key(ctx, pkg, corpus, cases[:24]),
+        lambda: progressive.category_check(refs, pkg, cases[:24], verify_category), timing=timing, phase="category")
     passing: list[tuple[CorpusCase, dict]] = []
-    for start in range(0, len(cases), BATCH):
-        batch = cases[start:start + BATCH]
-        results = run_cases(pkg, [Case(c.inputs, c.params) for c in batch], device=device, guard=True)
-        for case, res in zip(batch, results):
-            for name, v in pkg.contract.bindings.override_values(res.env).items():
-                if v not in rep.overrides.setdefault(name, []):
-                    rep.overrides[name].append(v)
-            f = judge(refs, pkg, case, res)
-            rep.failures.extend(f)
-            rep.passed += not f
-            if case.shape_kind == "fold":
-                rep.fold = _fold_facts(pkg, case, res, device)
-            if not f and pkg.contract.backward_kernel is not None:
-                passing.append((case, res.outputs))
-        done += len(batch)
-        if progress:
-            progress(done, len(cases))
-        if stop_after is not None and len(rep.failures) >= stop_after:
-            break
-    if pkg.contract.backward_kernel is not None and (stop_after is None or len(rep.failures) < stop_after):
-        rep.backward = conform_backward(ctx, pkg, passing)
+
+    def each(case, res, f):
+        for name, v in pkg.contract.bindings.override_values(res.env).items():
+            if v not in rep.overrides.setdefault(name, []):
+                rep.overrides[name].append(v)
+        rep.passed += not f
+        if case.shape_kind == "fold":
+            rep.fold = _fold_facts(pkg, case, res, device)
+        if not f and pkg.contract.backward_kernel is not None:
+            passing.append((case, res.outputs))
+    with refs.caching():     # reference results by (reference hash, case): a kernel edit asks the reference nothing
+        rep.failures = progressive.forward(ctx, pkg, cases, lambda case, res: judge(refs, pkg, case, res),
+                                           timing=timing, progress=progress, on_failure=on_failure,
+                                           stop_after=stop_after, each=each)
+        if pkg.contract.backward_kernel is not None and (stop_after is None or len(rep.failures) < stop_after):
+            passing.sort(key=lambda cr: cr[0].index)
+            rep.backward = progressive.remembered(
+                ctx, progressive.backward_key(ctx, pkg, corpus, passing),
+                lambda: conform_backward(ctx, pkg, passing, plan.backward_fold_sizes()), timing=timing, phase="backward")
+        if mutants and only_case is None and not rep.failures and not rep.category_errors:
+            m0 = time.perf_counter()
+            rep.mutation = mutants_mod.score(pkg, cases, lambda mpkg, cs: progressive.forward(
+                ctx, mpkg, cs, lambda case, res: judge(refs, mpkg, case, res), timing=progressive.Timing(),
+                stop_after=1), count=mutants, seed=seed)
+            timing.add("mutants", time.perf_counter() - m0)
+    rep.coverage = coverage.summarize(rep)
+    timing.total = timing.since()
     rep.seconds = time.perf_counter() - t0
     return rep
 
 
-def _fold_size(pkg: OpPackage, device, large: bool) -> int | None:
-    """A size past the engine's 2-D launch fold: always under --large; in the default corpus when its
-    inputs and outputs fit FOLD_BUDGET_BYTES (about a second of lavapipe time for the story op)."""
-    k = pkg.contract.kernel
-    if k is None:
-        return None
-    size = fold_case_size(k.workgroup_size, device.profile.limits.get("max-compute-workgroups-per-dimension", 65535))
-    if large:
-        return size
-    sig = pkg.contract.signature
-    per_element = sum(DTYPE_BYTES[t.dtype] for t in sig.inputs + sig.outputs) or 4
-    return size if size * per_element <= FOLD_BUDGET_BYTES else None
+def size_plan(pkg: OpPackage, device, seed: int, large: bool) -> SizePlan:
+    """The large sizes this op's corpus reaches (each kernel's own 2-D fold, a size near 10^6),
+    and why any is not reached (sizes.py)."""
+    limit = device.profile.limits.get("max-compute-workgroups-per-dimension", 65535)
+    env_for, smallest = swept_env(pkg.contract.signature, seed)
+    if smallest is None or pkg.contract.kernel is None:
+        return SizePlan(not_reached=[{"what": "large sizes", "size": None,
+                                      "why": "the op has no swept size or no kernel of its own"}])
+    return plan_sizes(pkg.contract, env_for, smallest, limit, large=large, budget=FOLD_BUDGET_BYTES)
 
 
 def _fold_facts(pkg: OpPackage, case: CorpusCase, res, device) -> dict:
@@ -250,10 +281,22 @@ def report_lines(rep: ConformanceReport) -> list[str]:
         f = rep.fold
         lines.append(f"  geometry  : case {f['case']}: {f['invocations']} invocations in {f['workgroups']} workgroups"
                      + (" (the launch folds into 2-D)" if f["folded"] else " (no fold: the 2-D launch went untested)"))
+    if rep.plan is not None:
+        reached = ", ".join(f"{k} n = {v:,}" for k, v in sorted(rep.plan.sizes.items(), key=lambda kv: kv[1]))
+        lines.append(f"  sizes     : largest {rep.largest_size():,}" + (f" ({reached})" if reached else ""))
+        for k, g in rep.plan.invocations.items():
+            if k == "backward_fold":
+                lines.append(f"  geometry  : backward: {g['invocations']} invocations in {g['workgroups']} workgroups of "
+                             f"{g['workgroup_size']}" + (" (folds into 2-D)" if g["folded"] else " (no fold)"))
+        for miss in rep.plan.not_reached:
+            lines.append(f"  not reached: {miss['what']}: {miss['why']}")
     for name, vals in rep.overrides.items():
         vals = sorted(vals)
         lines.append(f"  overrides : {name}: {len(vals)} value(s) compiled and run: {', '.join(map(str, vals))}")
     if rep.backward is not None:
         lines += rep.backward.lines(rep.repro)
+    lines += mutants_mod.lines(rep.mutation)
+    if rep.timing is not None:
+        lines.append(f"  time      : {rep.timing.line()}")
     lines.append("  verdict   : " + ("PASS" if rep.ok else "FAIL"))
     return lines

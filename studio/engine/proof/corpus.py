@@ -10,16 +10,17 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..contract.signature import Domain, Signature
 from ..errors import StudioError
 from ..precision import is_float, numpy_dtype
+from .bands import BINADES_PER_CASE, PER_BINADE, band_groups, band_values, kink_values
 
 GENERATOR = "scellis-corpus"
-VERSION = 2
+VERSION = 3                # 3: size plan per kernel (sizes.py), value bands and kinks (bands.py)
 BOUNDARY_SIZES = (63, 64, 65, 255, 256, 257)
 LARGE_SIZE = 1_000_003
 MIN_COMBOS = 4             # the shape sweep runs at least this often (fresh values each time)
@@ -28,13 +29,15 @@ VALUE_KINDS = ("normal", "uniform", "constant", "duplicates", "ascending", "desc
                "signed_zeros", "subnormal", "huge", "extreme")
 PAIRWISE_SPAN = 48         # the pairwise cases' sizes: the minimum plus up to this much
 FLT_MAX = float(np.finfo(np.float32).max)
+SIZE_KINDS = ("fold", "backward_fold", "big", "max", "run")   # the planned large sizes (sizes.py, coverage.py)
+MAX_SIZE = 1 << 28
 SPECIAL_KINDS = ("inf", "nan")   # only where the input's value domain admits them
 
 
 @dataclass
 class CorpusCase:
     index: int
-    shape_kind: str                    # minimum | above_minimum | boundary | random | pairwise | large | fold
+    shape_kind: str    # minimum | above_minimum | boundary | random | pairwise | band | large | max | fold | backward_fold
     value_kind: str
     dims: dict[str, int]
     params: dict[str, int | float]
@@ -53,13 +56,19 @@ class Corpus:
     seed: int
     large: bool
     cases: list[CorpusCase]
-    fold_size: int | None = None       # the size past the engine's 2-D launch fold, when included
+    sizes: dict[str, int] = field(default_factory=dict)   # fold | backward_fold | big | max -> swept size
+
+    @property
+    def fold_size(self) -> int | None:
+        return self.sizes.get("fold")
 
     @property
     def identity(self) -> dict:
         return {"generator": GENERATOR, "version": VERSION, "seed": self.seed, "large": self.large,
-                "signature": self.signature.text, "fold_size": self.fold_size,
-                "coverage": "every small-domain parameter value x every value kind"}
+                "signature": self.signature.text, "fold_size": self.fold_size, "sizes": dict(self.sizes),
+                "coverage": "every small-domain parameter value x every value kind; every float input in every "
+                            f"band of {BINADES_PER_CASE} binades ({PER_BINADE} mantissas per binade and sign) and "
+                            "around its kinks and domain edges"}
 
     @property
     def hash(self) -> str:
@@ -179,7 +188,25 @@ def cotangent_values(kind: str, shape: tuple, rng: np.random.Generator) -> np.nd
     return _values(kind, tuple(shape), "f32", Domain("finite"), rng)
 
 
-def generate(sig: Signature, *, seed: int = 0, large: bool = False, fold_size: int | None = None) -> Corpus:
+def swept_env(sig: Signature, seed: int = 0):
+    """(env_for, smallest): the symbol environment of the corpus's large cases as a function of
+    the swept size (the first parameter combination, other dims 1), and the smallest size."""
+    rng = np.random.default_rng([seed, VERSION])
+    primary, size_param = _primary(sig)
+    combos = _param_combos(sig, param_values(sig, rng), rng, size_param)
+    params, dims = combos[0], {s: 1 for s in _dim_symbols(sig) if s != primary}
+    smallest = _minimum(sig, primary, size_param, dims, params) if primary is not None else None
+    def env_for(v: int) -> dict:
+        return {**dims, **params, primary: v} if primary is not None else {**dims, **params}
+    return env_for, smallest
+
+
+def generate(sig: Signature, *, seed: int = 0, large: bool = False, fold_size: int | None = None,
+             sizes: dict[str, int] | None = None) -> Corpus:
+    """``sizes``: the large sizes to include (sizes.plan); ``fold_size`` alone is {"fold": fold_size}."""
+    sizes = dict(sizes if sizes is not None else ({"fold": fold_size} if fold_size is not None else {}))
+    if large and not any(v and v >= LARGE_SIZE for v in sizes.values()):
+        sizes["big"] = LARGE_SIZE      # --large always holds a size near 10^6, whatever the launch
     rng = np.random.default_rng([seed, VERSION])
     pvals = param_values(sig, rng)
     primary, size_param = _primary(sig)
@@ -188,14 +215,18 @@ def generate(sig: Signature, *, seed: int = 0, large: bool = False, fold_size: i
         kinds += list(SPECIAL_KINDS)
     cases: list[CorpusCase] = []
 
-    def add(shape_kind: str, value_kind: str, sizes: dict, params: dict):
+    def add(shape_kind: str, value_kind: str, sizes: dict, params: dict, override=None):
         env_dims = dict(sizes)
         shapes = {t.name: tuple(int(d.eval({**env_dims, **params})) for d in t.dims) for t in sig.inputs}
         try:
             sig.resolve(shapes, params)
         except StudioError:
             return False
-        inputs = {t.name: _values(value_kind, shapes[t.name], t.dtype, t.domain, rng) for t in sig.inputs}
+        inputs = {t.name: _values("normal" if override else value_kind, shapes[t.name], t.dtype, t.domain, rng)
+                  for t in sig.inputs}
+        if override:                   # one input in a value band, the others normal
+            name, fn = override
+            inputs[name] = fn(shapes[name]).reshape(shapes[name])
         env = {**sizes, **params}
         tight = tuple(f"{r.right} = {r.left}" for r in sig.relations
                       if r.op in ("<=", ">=") and _const(r.left, env) == _const(r.right, env))
@@ -239,29 +270,55 @@ def generate(sig: Signature, *, seed: int = 0, large: bool = False, fold_size: i
         for k in kinds:
             add("random", k, {**dims, primary: size} if not size_param else dims,
                 {**params, size_param: size} if size_param else params)
-    if large and combos:
-        params = combos[len(combos) // 2]
-        dims = {s: int(rng.integers(1, 9)) for s in other_dims}
-        add("large", "spikes", {**dims, primary: LARGE_SIZE} if not size_param else dims,
-            {**params, size_param: LARGE_SIZE} if size_param else params)
-    if fold_size is not None and combos:
+    _bands(sig, combos, other_dims, primary, size_param, rng, add)
+    # the planned large sizes (sizes.py). Normal values, and constant ones: a long sum of equal
+    # terms shows a loop the driver cut short (lavapipe ends a loop after 65,535 iterations) or a
+    # dropped tail, where a bound on Σ|terms| of random signs cannot
+    for kind, v in sorted(sizes.items(), key=lambda kv: kv[1]):
+        if not combos or v is None:
+            continue
         params, dims = combos[0], {s: 1 for s in other_dims}
-        # normal values, and constant ones: a long sum of equal terms shows a loop the driver cut
-        # short (lavapipe ends a loop after 65,535 iterations) where a bound on Σ|terms| cannot
-        for kind in ("normal", "constant"):
-            add("fold", kind, {**dims, primary: fold_size} if not size_param else dims,
-                {**params, size_param: fold_size} if size_param else params)
+        for vk in (("normal", "constant") if kind in ("fold", "big") else ("constant",)):
+            add({"big": "large"}.get(kind, kind), vk, {**dims, primary: v} if not size_param else dims,
+                {**params, size_param: v} if size_param else params)
     if not cases:
         raise StudioError("the signature admits no input the corpus generator can build",
                           hint="check that the param ranges and relations can all hold at once")
-    return Corpus(sig, seed, large, cases, fold_size)
+    return Corpus(sig, seed, large, cases, {k: v for k, v in sizes.items() if v is not None})
+
+
+def _bands(sig, combos, other_dims, primary, size_param, rng, add) -> None:
+    """Every float input in every band of binades, and around its kinks and domain edges."""
+    for t in sig.inputs:
+        if not is_float(t.dtype):
+            continue
+        cases = [("band", f"band 2^{lo}..2^{hi}", (lambda g, d=t.domain, f=bool(j % 2): lambda shape: band_values(
+            g, d, int(np.prod(shape)), rng, f))((lo, hi))) for j, (lo, hi) in enumerate(band_groups(t.domain))]
+        cases += [("band", "kinks", None)] * min(len(_distinct(combos)), 4)
+        for i, (shape_kind, vk, fn) in enumerate(cases):
+            params = combos[i % len(combos)] if combos else {}
+            if fn is None:
+                fn = (lambda p, d=t.domain: lambda shape: kink_values(d, p, int(np.prod(shape)), rng))(params)
+            dims = {s: int(rng.integers(1, 9)) for s in other_dims}
+            smallest = _minimum(sig, primary, size_param, dims, params)
+            if smallest is None:
+                continue
+            size = max(smallest, 2 * BINADES_PER_CASE * PER_BINADE)
+            add(shape_kind, f"{t.name}: {vk}", {**dims, primary: size} if not size_param else dims,
+                {**params, size_param: size} if size_param else params, override=(t.name, fn))
 
 
 def regenerate(sig: Signature, identity: dict) -> Corpus:
     """The corpus a receipt's corpus identity names (for verifying the receipt)."""
     fold = identity.get("fold_size")
+    sizes = identity.get("sizes")
+    if sizes is not None and not (isinstance(sizes, dict) and all(
+            k in SIZE_KINDS and isinstance(v, int) and 1 <= v <= MAX_SIZE for k, v in sizes.items())):
+        raise StudioError(f"corpus.sizes must map {', '.join(SIZE_KINDS)} to sizes in [1, {MAX_SIZE}]",
+                          field="corpus.sizes")
     return generate(sig, seed=int(identity["seed"]), large=bool(identity["large"]),
-                    fold_size=int(fold) if fold is not None else None)
+                    sizes={k: int(v) for k, v in sizes.items()} if isinstance(sizes, dict) else
+                    ({"fold": int(fold)} if fold is not None else {}))
 
 
 def _distinct(combos: list[dict]) -> list[dict]:
@@ -294,6 +351,11 @@ def _primary(sig: Signature) -> tuple[str | None, str | None]:
         if p.dtype in ("u32", "i32"):
             return p.name, p.name
     return None, None
+
+
+def swept_symbol(sig: Signature) -> str | None:
+    """The symbol the corpus sweeps (a dim, or for ops without inputs an integer param)."""
+    return _primary(sig)[0]
 
 
 def _param_combos(sig, pvals, rng, size_param) -> list[dict]:

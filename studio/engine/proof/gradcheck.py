@@ -1,7 +1,7 @@
 """Gradcheck: the declared backward against the author's own forward, by central differences on
 the reference path in f64, with kinks skipped (never averaged across) and mandatory negative
 controls, over the parameter space and several sizes. docs/gradients.md describes the method;
-STORY §15 the report's shape.
+docs/requirements.md S15 the report's shape.
 
 - forward: the author's reference; VJP: the declared backward on the reference path (for a
   composite op, reverse mode over its steps' reference VJPs).
@@ -113,10 +113,26 @@ def gradcheck(ctx: Context, pkg, params: dict | None = None, *, h: float = DEFAU
                 at = gp.shapes_at(sig, combo, extra)
                 if at is not None and not (combo == main and at == shapes):
                     _sweep_site(ctx, pkg, rep, combo, at, diff, h, rng, crossing, ties)
+        for at in _size_classes(pkg, main):   # past two workgroups; every other dim at 1, 2, 3, 4
+            if at != shapes:
+                _sweep_site(ctx, pkg, rep, main, at, diff, h, rng, crossing, ties)
     rep.mutants = _negative_controls(rep, diff, seed)
     _verdict(rep)
     rep.coverage = summarize(rep, values, given)
     return rep
+
+
+def _size_classes(pkg, main: dict) -> list[dict]:
+    sig, k = pkg.contract.signature, pkg.contract.kernel
+    past = gp.WORKGROUPS_PAST * (k.workgroup_size if k is not None else 64) + 1
+    out = [gp.shapes_at(sig, main, past)]
+    out += [gp.shapes_at(sig, main, gp.EXTRA, {d: v}) for d in gp.other_dims(sig) for v in gp.DIM_CLASSES]
+    seen, unique = [], []
+    for at in out:
+        if at is not None and at not in seen:
+            seen.append(at)
+            unique.append(at)
+    return unique
 
 
 def _tie_rule(pkg) -> str:

@@ -14,7 +14,6 @@ f32 the kernel sees). Sizes are recorded, not required: the check ran at the sma
 signature admits, one above it and 24 above it, and training accepts other sizes."""
 from __future__ import annotations
 
-import json
 import math
 
 import numpy as np
@@ -23,7 +22,6 @@ from . import receipts
 
 SITE_MIN = 2              # probes left after skipping, for a point to count as measured
 COVERAGE_VERSION = 1
-MAX_RECEIPT_BYTES = 1 << 20
 
 
 def _key(v):
@@ -58,15 +56,9 @@ def summarize(rep, values: dict, given: dict) -> dict:
             "ties": {"cases": len(rep.ties), "reached": sum(t["reached"] for t in rep.ties)}}
 
 
-def recorded(pkg, root=None) -> dict | None:
-    """The coverage in the package's gradcheck receipt (None: no readable receipt)."""
-    path = receipts.gradcheck_receipt_path(pkg, root)
-    try:
-        if path.is_symlink() or not path.is_file() or path.stat().st_size > MAX_RECEIPT_BYTES:
-            return None
-        data = json.loads(path.read_text("utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError, RecursionError):
-        return None
+def recorded(pkg, root=None, *, seal=None) -> dict | None:
+    """The coverage in the package's gradcheck receipt (None: no receipt sealed here)."""
+    data = receipts.gradcheck_receipt(pkg, root, seal=seal)
     if not isinstance(data, dict):
         return None
     cov = data.get("coverage")

@@ -5,8 +5,9 @@ the exam): parameter values, sizes and input values.
   boundaries and a seeded sample; a float across its domain: its boundaries, zero, ±tiny, ±huge
   and seeded random values. One factor at a time around the main parameter set, so every value
   is checked once (with the others at their main values, or the nearest ones the relations allow).
-- sizes (`shapes_at`): the swept dimension at its smallest admissible value, one above it, and
-  EXTRA above it.
+- sizes (`shapes_at`): the swept dimension at its smallest admissible value, one above it, EXTRA
+  above it, and past WORKGROUPS_PAST workgroups of the op's kernel; every other dim (a filter's
+  length) at each of DIM_CLASSES (1, 2, 3, 4: one, odd and even lengths).
 - values: a *plain* point (normal values) and an *edge* point (values planted within h of each
   other, of zero and of each float parameter, some exactly on them) (`points`); values at several
   distances from every kink, just beyond h and then across decades up to the input's scale
@@ -28,6 +29,8 @@ FLOAT_DEFAULTS = (-0.5, 0.75, 1.25, 2.0, -1.5, 0.3)
 OTHER_DIMS = (5, 3, 7, 4, 6, 2, 1, 9)
 EXTRA = 24              # the main size: the smallest the signature admits, plus this
 SIZE_STEPS = (EXTRA, 0, 1)   # the sizes checked: EXTRA above the smallest, the smallest, one above it
+WORKGROUPS_PAST = 2     # and one size past this many workgroups of the op's kernel (a VJP wrong only for n > 64)
+DIM_CLASSES = (1, 2, 3, 4)   # every other dim (a filter length) at each: 1, even, odd, and the smallest ones
 MAX_SIZE = 4096
 SMALL_DOMAIN = 64       # an integer param with at most this many admissible values: every one is checked
 INT_SAMPLES = 6         # a larger integer domain: its boundaries and this many seeded values
@@ -195,14 +198,20 @@ def _smallest(ok) -> int | None:
     return next((v for v in range(p // 2 + 1, min(p, MAX_SIZE) + 1) if ok(v)), None)
 
 
-def shapes_at(sig: Signature, params: dict, extra: int) -> dict | None:
-    """Input shapes with the swept (first) size at its smallest admissible value + extra."""
+def other_dims(sig: Signature) -> list[str]:
+    """The dims besides the swept one (a filter's length k, a batch b): each gets its own classes."""
+    return _dim_symbols(sig)[1:]
+
+
+def shapes_at(sig: Signature, params: dict, extra: int, fixed: dict | None = None) -> dict | None:
+    """Input shapes with the swept (first) size at its smallest admissible value + extra; ``fixed``
+    pins other dims (a filter length of 1, 2, 3 ...)."""
     syms = _dim_symbols(sig)
     if not syms:
         return _valid(sig, {}, params)
-    primary, others = syms[0], syms[1:]
+    primary, others = syms[0], [s for s in syms[1:] if s not in (fixed or {})]
     for combo in itertools.islice(itertools.product(OTHER_DIMS, repeat=len(others)), 16):
-        dims = dict(zip(others, combo))
+        dims = {**dict(zip(others, combo)), **(fixed or {})}
         v = _smallest(lambda v: _valid(sig, {**dims, primary: v}, params) is not None)
         if v is not None:
             return _valid(sig, {**dims, primary: v + extra}, params) or _valid(sig, {**dims, primary: v}, params)

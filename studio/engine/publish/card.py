@@ -15,7 +15,7 @@ import html
 from ..contract.catalog import origin
 from ..contract.package import OpPackage
 from ..errors import StudioError
-from ..proof import receipts
+from ..proof import coverage, receipts
 from .bar import ProofState, proof_state
 from .license import Licenses
 from .metadata import read_fields
@@ -63,20 +63,21 @@ def _receipts(pkg: OpPackage, profile_id: str, seal, proof: ProofState) -> list[
     out = []
     for path, v in receipts.judge_receipts(pkg, profile_id, seal):
         r = v.receipt or {}
-        sealed = seal.check(r)[0] == "sealed" if r else False
+        sealed = seal.check(r).ok if r else False
         out.append({"kind": "conformance", "file": path.name, "origin": "local" if sealed else "foreign",
-                    "status": v.status, "profile": _profile(r), "counts": sealed and v.status == "valid"})
+                    "status": v.status, "profile": _profile(r), "counts": sealed and v.status == "valid",
+                    "coverage": coverage.describe(r) if r else []})
     if proof.gradcheck is not None:
-        gpath = receipts.gradcheck_receipt_path(pkg)
+        gpath = receipts.gradcheck_receipt_path(pkg, seal=seal)
         if gpath.exists():
             local = proof.gradcheck in ("pass", "fail", "inconclusive")
-            out.append({"kind": "gradcheck", "file": gpath.name[:16] + ".json", "origin": "local" if local else "foreign",
+            out.append({"kind": "gradcheck", "file": gpath.name, "origin": "local" if local else "foreign",
                         "status": proof.gradcheck, "profile": "reference path (f64): no GPU profile",
                         "counts": proof.gradcheck == "pass"})
-    ring = receipts.receipt_dir(pkg) / RING_RECEIPTS
+    ring = receipts.ring_receipts_dir(pkg)
     for path in sorted(ring.rglob("*.json")) if ring.is_dir() else []:
         try:
-            r = receipts.read_json_object(path)
+            r = receipts.read_foreign(path)
         except StudioError:
             r = {}
         kind = "gradcheck" if r.get("schema") == receipts.GRADCHECK_SCHEMA else "conformance"
@@ -147,6 +148,7 @@ def card_text(card: dict) -> str:
     for r in card["receipts"]:
         lines.append(f"    {r['origin']:8s} {r['kind']:12s} {r['status']:14s} {r['profile']}"
                      + ("" if r["counts"] else "   (does not count here)"))
+        lines += [f"      {c}" for c in r.get("coverage") or []]
     lines.append("  lineage    :" + ("" if card["lineage"] else " none (an original)"))
     for k, link in enumerate(card["lineage"]):
         where = link["path"] if link["here"] else link.get("note", "not here")

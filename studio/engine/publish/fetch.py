@@ -61,12 +61,12 @@ def make_entry(pkg: OpPackage, *, profile_id: str | None, seal) -> tuple[dict, d
     sent: dict[str, bytes] = {}
     corpus = None
     for path, v in receipt_store.judge_receipts(pkg, profile_id or "", seal):
-        if v.status in ("valid", "foreign") and seal.check(v.receipt)[0] == "sealed":
+        if v.status in ("valid", "foreign") and seal.check(v.receipt).ok:
             sent[path.name] = path.read_bytes()
             corpus = corpus or {**v.receipt["corpus"], "hash": v.receipt["hashes"]["corpus"]}
-    g = receipt_store.gradcheck_receipt_path(pkg)
+    g = receipt_store.gradcheck_receipt_path(pkg, seal=seal)
     if c.backward.kind == "vjp" and receipt_store.gradcheck_status(pkg, seal=seal)[0] == "pass":
-        sent[f"gradcheck/{g.name}"] = g.read_bytes()
+        sent[f"gradcheck/{pkg.hash}.json"] = g.read_bytes()
     if corpus is None:
         wg = c.kernel.workgroup_size if c.kernel is not None else 64
         made = generate(c.signature, seed=0, large=False, fold_size=fold_case_size(wg))

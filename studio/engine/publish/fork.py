@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..contract.catalog import check_user_id
 from ..contract.contract import OpId
 from ..contract.package import MANIFEST, OpPackage, load_package, write_package
 from ..errors import StudioError
@@ -22,6 +23,7 @@ def fork_files(pkg: OpPackage, new_id: str, *, visibility: str = "private",
     if new_id == pkg.id:
         raise StudioError(f"a fork needs a new id, not {pkg.id}", field="NEW_ID",
                           hint=f"e.g. user/you/{pkg.contract.id.name}@1")
+    check_user_id(new_id, field="NEW_ID")        # a fork is a user's op: core/ is the builtins' own
     try:
         require_shareable(licenses, visibility, pkg.contract.license, file=pkg.manifest_path)
     except StudioError as e:

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from ..atomic import write_many, write_text
 from ..errors import StudioError
-from ..proof.receipts import parse_json
+from ..records.reader import parse_json
 
 SCHEMA = "scellis-ring/1"
 CONFIG = "rings.json"
@@ -193,9 +193,27 @@ class GitRing(Ring):
                 self.git("add", "-A", "--", INDEX, "packages")
                 self.git("commit", "-q", "-m", f"publish {entry['id']} ({entry['hash'][:16]})")
                 if self.git("push", "-q", "origin", f"HEAD:refs/heads/{BRANCH}", check=False).returncode == 0:
+                    self._name_head()
                     return "pushed"
             raise StudioError(f"could not push to the ring {self.name} ({self.url}) after 3 tries", field="--ring",
                               hint="check the remote (access rights, network) and publish again")
+
+
+    def _name_head(self) -> None:
+        """A remote on this machine (a bare repository, as ``git init --bare`` makes it) names
+        ``master`` as its HEAD, so a plain ``git clone`` of it would check out nothing: point its
+        HEAD at the ring's branch, unless HEAD names a branch that exists (someone's own default
+        branch is left alone). A remote elsewhere cannot be changed by a push: clone it with
+        ``git clone -b main`` (docs/publishing.md)."""
+        url = self.url.removeprefix("file://")
+        if not Path(url).is_dir():
+            return
+        git_dir = ("--git-dir", str(Path(url).resolve()))
+        head = run_git(self.root, *git_dir, "symbolic-ref", "-q", "HEAD", check=False)
+        ref = head.stdout.strip()
+        if head.returncode == 0 and ref != f"refs/heads/{BRANCH}" and \
+                run_git(self.root, *git_dir, "rev-parse", "-q", "--verify", ref, check=False).returncode != 0:
+            run_git(self.root, *git_dir, "symbolic-ref", "HEAD", f"refs/heads/{BRANCH}", check=False)
 
 
 def run_git(cwd: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:

@@ -15,12 +15,17 @@ from ..context import Context
 from ..contract.package import MANIFEST, OpPackage, load_package, write_package
 from ..errors import StudioError
 from ..grad.run import run_op
-from ..proof import gradcoverage, receipts
+from ..proof import coverage, gradcoverage, receipts
+from ..proof import mutants as mutation
 from ..proof.checker import check_package
 from ..proof.conformance import ConformanceReport, report_lines
 from ..proof.conformance import conform as run_conformance
 from ..proof.gradcheck import DEFAULT_H, GradcheckReport
 from ..proof.gradcheck import gradcheck as run_gradcheck
+from .proof_budget import ProofBudget
+from .verdicts import remembered_gradcheck
+
+PROOF_FAILED = "proof"     # the field of the error a failing proof raises: the CLI exits 1 on it (a failed check)
 
 
 def resolve(ctx: Context, target: str) -> OpPackage:
@@ -35,7 +40,18 @@ def resolve(ctx: Context, target: str) -> OpPackage:
 def earn_conformance_receipt(pkg: OpPackage, rep: ConformanceReport, *, full_corpus: bool,
                              seal=None) -> Path | None:
     """A receipt is what a pass of the whole corpus earns (never a single case, never a failure)."""
-    if not (rep.ok and full_corpus):
+    if not full_corpus:
+        return None
+    # a weaker pass never replaces a stronger receipt; a failing full run invalidates it (proof/coverage.py)
+    old = [(p, v) for p, v in receipts.judge_receipts(pkg, rep.profile["id"], seal)
+           if p.stem == rep.profile["id"] and v.receipt is not None]
+    what = coverage.decide(old[0][1].receipt if old else None, bool(old) and old[0][1].status == "valid", rep.ok,
+                           rep.coverage or {})
+    if what == "keep":
+        return old[0][0]
+    if what == "invalidate":
+        receipts.write_receipt(pkg, receipts.make_receipt(pkg, rep), seal)
+    if what != "write":
         return None
     return receipts.write_receipt(pkg, receipts.make_receipt(pkg, rep), seal)
 
@@ -48,10 +64,10 @@ def earn_gradcheck_receipt(pkg: OpPackage, rep: GradcheckReport, *, seal=None) -
     if rep.tolerance_source == "override":
         return None
     if rep.verdict == "pass" and receipts.gradcheck_status(pkg, seal=seal)[0] == "pass":
-        old = gradcoverage.recorded(pkg)
+        old = gradcoverage.recorded(pkg, seal=seal)
         new = rep.to_json().get("coverage") or {}
         if old is not None and _covers(old, new):
-            return receipts.gradcheck_receipt_path(pkg)
+            return receipts.gradcheck_receipt_path(pkg, seal=seal)
     return receipts.write_gradcheck_receipt(pkg, rep, seal=seal)
 
 
@@ -71,8 +87,9 @@ def check(ctx: Context, pkg: OpPackage) -> dict:
 
 
 def conform(ctx: Context, pkg: OpPackage, *, seed: int = 0, large: bool = False, case: int | None = None,
-            receipt: bool = True, progress=None) -> dict:
-    rep = run_conformance(ctx, pkg, seed=seed, large=large, only_case=case, progress=progress)
+            receipt: bool = True, progress=None, mutants: int | None = None) -> dict:
+    mutants = (mutation.DEFAULT_COUNT if case is None else 0) if mutants is None else mutants
+    rep = run_conformance(ctx, pkg, seed=seed, large=large, only_case=case, progress=progress, mutants=mutants)
     out = rep.to_json()
     if receipt:
         path = earn_conformance_receipt(pkg, rep, full_corpus=case is None, seal=ctx.seal)
@@ -84,7 +101,8 @@ def conform(ctx: Context, pkg: OpPackage, *, seed: int = 0, large: bool = False,
 
 def gradcheck(ctx: Context, pkg: OpPackage, *, params: dict | None = None, h: float | None = None, seed: int = 0,
               tolerance: float | None = None, receipt: bool = True) -> dict:
-    rep = run_gradcheck(ctx, pkg, params, h=h or DEFAULT_H, seed=seed, tolerance=tolerance)
+    rep = remembered_gradcheck(ctx, pkg, run_gradcheck, params=params, h=h or DEFAULT_H, seed=seed,
+                               tolerance=tolerance)       # a kernel edit reuses it (verdicts.py)
     out = rep.to_json()
     if receipt:
         path = earn_gradcheck_receipt(pkg, rep, seal=ctx.seal)
@@ -108,17 +126,36 @@ class Proof:
                 f"in {self.seconds:.2f} s" + (f"; receipt {self.receipt}" if self.receipt else ""))
 
 
-def require_proof(ctx: Context, pkg: OpPackage, *, progress=None) -> Proof:
-    """The op's receipt for ``ctx``'s GPU profile, or conformance now; raises on a failing op."""
+def require_proof(ctx: Context, pkg: OpPackage, *, progress=None, inputs: dict | None = None,
+                  params: dict | None = None) -> Proof:
+    """The op's receipt for ``ctx``'s GPU profile, or conformance now; raises on a failing op. A run
+    (``inputs``, ``params``) outside the receipt's coverage proves at its own size first (coverage.py)."""
     status = receipts.local_status(pkg, ctx.device.profile.id, ctx.seal)
+    extra, why = None, None
     if status == "valid":
-        return Proof(pkg.id, "valid")
-    rep = run_conformance(ctx, pkg, progress=progress)
+        valid = [v.receipt for _, v in receipts.judge_receipts(pkg, ctx.device.profile.id, ctx.seal)
+                 if v.status == "valid"]
+        geo = coverage.run_geometry(pkg.contract, inputs or {}, params or {},
+                                    ctx.device.profile.limits.get("max-compute-workgroups-per-dimension", 65535))
+        why = coverage.uncovered(coverage.of_receipt(valid[0]), geo) if valid and inputs is not None else None
+        if why is None:
+            return Proof(pkg.id, "valid")
+        if geo.get("n") is None:
+            raise StudioError(f"{pkg.id}: this run is outside what its receipt covers ({why}), and no corpus size "
+                              f"matches it", file=str(pkg.root / MANIFEST), hint=f"run `scellis conform {pkg.root} --large`")
+        extra, status = {"run": geo["n"]}, f"valid, but {why}"
+    with ProofBudget(progress) as beat:      # the proof's own budget, not the run's (proof_budget.py)
+        rep = run_conformance(ctx, pkg, progress=beat.progress if progress else None, extra_sizes=extra)
     if not rep.ok:
+        try:
+            earn_conformance_receipt(pkg, rep, full_corpus=True, seal=ctx.seal)    # invalidates a receipt there
+        except OSError:
+            pass
         raise StudioError(
             f"{pkg.id} fails conformance on this GPU profile (receipt: {status}), so no result of it is shown\n"
             + "\n".join(report_lines(rep)),
-            file=str(pkg.root / MANIFEST), hint=f"fix the kernel; reproduce with `scellis conform {pkg.root}`")
+            file=str(pkg.root / MANIFEST), field=PROOF_FAILED,
+            hint=f"fix the kernel; reproduce with `scellis conform {pkg.root}`")
     try:
         path = earn_conformance_receipt(pkg, rep, full_corpus=True, seal=ctx.seal)
     except OSError:   # a read-only install: the proof still holds for this run
@@ -134,18 +171,21 @@ def run(ctx: Context, pkg: OpPackage, *, inputs: dict | None = None, params: dic
         if inputs and t.name in inputs:
             check_input(np.asarray(inputs[t.name]), t)
     if require_receipt:
-        require_proof(ctx, pkg, progress=progress)
+        require_proof(ctx, pkg, progress=progress, inputs=inputs or {}, params=params or {})
     return run_op(ctx, pkg, inputs or {}, params or {}, budget_bytes=budget_bytes)
 
 
 def verify_receipts(ctx: Context, pkg: OpPackage) -> list[dict]:
     """Every receipt file of the package, judged for this GPU profile: path, status, problems."""
-    return [{"path": str(path), "status": v.status, "problems": list(v.problems)}
+    return [{"path": str(path), "status": v.status, "problems": list(v.problems),
+             **({"coverage": coverage.describe(v.receipt)} if isinstance(v.receipt, dict) else {})}
             for path, v in receipts.judge_receipts(pkg, ctx.device.profile.id, ctx.seal)]
 
 
 def profile(ctx: Context) -> dict:
-    return ctx.device.profile.to_json()
+    """The GPU profile, and what confines a reference host on this kernel (docs/security.md)."""
+    from ..trust.kernel import confinement
+    return {**ctx.device.profile.to_json(), "reference_host": confinement()}
 
 
 def save_package(ctx: Context, path: str | Path, files: dict[str, bytes | str], *, op: str | None = None) -> str:

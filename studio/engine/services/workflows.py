@@ -25,7 +25,7 @@ from ..workflow.optim import Optimizer
 from ..workflow.plan import make_plan, verify_op
 from ..workflow.provenance import make_record, read_record, verify_record, write_record
 from ..workflow.report import offset_of, report_lines, spike_report
-from ..workflow.run import array_digest
+from ..records.canonical import array_digest
 from ..workflow.run import run_workflow as run_wf
 from ..workflow.spec import Sink, Wire, Workflow, load_workflow
 from ..workflow.train import Trainer, swapped
@@ -38,8 +38,23 @@ HANDLERS = {"workflow_run": _H + "handle_run", "workflow_verify": _H + "handle_v
 
 
 def _target(out_dir: Path, path: str | Path) -> Path:
+    """A path typed on the command line (absolute, as the CLI resolves them) or one below out_dir."""
     p = Path(path).expanduser()
     return p if p.is_absolute() else out_dir / p
+
+
+def _inside(out_dir: Path, wf: Workflow, at: tuple[str, ...], rel: str) -> Path:
+    """A file the workflow file names (its record, a sink, a checkpoint): beneath the output
+    folder, also once every symlink on the way is followed (the text itself was judged relative
+    and without '..' by spec.output_path); anything else is refused at its line:col."""
+    target = Path(out_dir) / rel
+    base = Path(out_dir).resolve()
+    if not target.resolve().is_relative_to(base):
+        raise wf.error(at, f"'{rel}' leaves the output folder {base} through a symlink "
+                           f"(it leads to {target.resolve()})",
+                       hint="a workflow file writes only beneath the folder of the run; remove the symlink, "
+                            "or pass the path on the command line")
+    return target
 
 
 # ------------------------------------------------------------------ proving first
@@ -119,13 +134,12 @@ def run_workflow(ctx: Context, path: str | Path, *, out_dir: str | Path | None =
                  stop=None) -> dict:
     wf = load_workflow(path)
     out = Path(out_dir) if out_dir is not None else Path.cwd()
-    rec_path = check_writable(_target(out, record or wf.record))
+    rec_path = check_writable(_target(out, record) if record else _inside(out, wf, ("workflow", "record"), wf.record))
     sinks = list(wf.sinks.values())
     plots = [s for s in sinks if s.kind == "plot"]
     if plot is not None:
         check_writable(plot)
-    for s in sinks:
-        check_writable(_target(out, s.path))
+    sink_paths = {s.name: check_writable(_inside(out, wf, ("sinks", s.name, "file"), s.path)) for s in sinks}
     proofs = []
     if prove:
         plan = make_plan(ctx, wf, until=until)
@@ -142,7 +156,7 @@ def run_workflow(ctx: Context, path: str | Path, *, out_dir: str | Path | None =
     for s in sinks:
         if s.kind != "data" or res.plan.key(s.series[0]) not in res.arrays:
             continue
-        target = _target(out, s.path)
+        target = sink_paths[s.name]
         a = res.value(s.series[0].text)
         entry = {"file": str(target), "kind": "data", "series": s.series[0].text, **array_digest(a)}
         if target.suffix.lower() == ".wav":
@@ -156,7 +170,7 @@ def run_workflow(ctx: Context, path: str | Path, *, out_dir: str | Path | None =
     for k, s in enumerate(plots):
         if not all(res.plan.key(w) in res.arrays for w in s.series):
             continue
-        target = Path(plot) if (plot is not None and k == 0) else _target(out, s.path)
+        target = Path(plot) if (plot is not None and k == 0) else sink_paths.get(s.name) or _target(out, s.path)
         requests.append(_plot_request(s, res, target))
         rec["sinks"][s.name] = {"file": str(target), "kind": "plot",
                                 "series": {w.text: res.digests[res.plan.key(w)] for w in s.series}}
@@ -166,7 +180,7 @@ def run_workflow(ctx: Context, path: str | Path, *, out_dir: str | Path | None =
         rep = spike_report(res.value(wf.report.raw.text), res.value(wf.report.cleaned.text),
                            res.value(wf.report.clean.text))
         rec["report"] = rep
-    write_record(rec_path, rec)
+    write_record(rec_path, rec, ctx.seal)
     result = {"workflow": wf.name, "status": res.status, "record_path": str(rec_path), "record": rec,
               "proofs": proofs, "plots": requests, "written": written, "report": rep,
               "report_lines": report_lines(rep) if rep else [], "lines": run_lines(rec)}
@@ -197,7 +211,8 @@ def run_lines(rec: dict) -> list[str]:
 
 
 def verify(ctx: Context, record_path: str | Path, *, progress=None, on_event=None, stop=None) -> dict:
-    rec = read_record(record_path)
+    sealed = read_record(record_path, ctx.seal)
+    rec = sealed.doc
     if rec.get("kind") == "train":
         raise StudioError("this is a training record: verify re-runs workflow runs", file=str(record_path),
                           field="kind", hint="retrain with `scellis train` and compare its loss curve")
@@ -207,7 +222,7 @@ def verify(ctx: Context, record_path: str | Path, *, progress=None, on_event=Non
             on_event(e)
         if progress is not None and e.kind == "done":
             progress(e.index + 1, e.total)
-    return verify_record(ctx, rec, on_event=event, stop=stop).to_json()
+    return verify_record(ctx, rec, origin=sealed.seal.status, on_event=event, stop=stop).to_json()
 
 
 # ------------------------------------------------------------------ train
@@ -226,11 +241,13 @@ def train(ctx: Context, path: str | Path, *, steps: int | None = None, optimizer
         wf = replace(wf, train=replace(wf.train, **changes))
     out = Path(out_dir) if out_dir is not None else Path.cwd()
     stem = Path(wf.record).name.removesuffix(".record.json")
-    ck_path = check_writable(_target(out, checkpoint or wf.train.checkpoint or f"{stem}.checkpoint.json"))
-    rec_path = check_writable(_target(out, record or wf.record))
+    ck_default = wf.train.checkpoint or f"{stem}.checkpoint.json"
+    ck_path = check_writable(_target(out, checkpoint) if checkpoint else
+                             _inside(out, wf, ("train", "checkpoint"), ck_default))
+    rec_path = check_writable(_target(out, record) if record else _inside(out, wf, ("workflow", "record"), wf.record))
     start, before, opt = None, [], None
     if resume is not None:
-        d = ckpt.read_checkpoint(resume)
+        d = ckpt.read_checkpoint(resume, ctx.seal)
         if d["workflow_sha256"] != wf.hash:
             raise StudioError("the checkpoint was written by another version of this workflow", file=str(resume),
                               field="workflow_sha256", hint="resume with the workflow file that wrote it")
@@ -244,22 +261,33 @@ def train(ctx: Context, path: str | Path, *, steps: int | None = None, optimizer
         lines += prove_ops(ctx, [s.pkg for s in tr.plan.unverified] + [tr.loss_pkg], progress=progress)
         tr.reverify()
         lines += prove_gradients(ctx, tr, receipts=receipts)
+    if prove and compare:                       # the other rung's ops too (a composite: its parts)
+        other = Trainer(ctx, swapped(wf, dict([next(iter(compare.items()))])), receipts=receipts,
+                        allow_unverified=allow_unverified, check=False)
+        lines += prove_ops(ctx, [s.pkg for s in other.plan.unverified], progress=progress)
+        other.reverify()
+        lines += prove_gradients(ctx, other, receipts=receipts)
     tr.check()
     ladder = tr.ladder()
     comparison = compare_rungs(ctx, wf, *next(iter(compare.items())), receipts=receipts,
                                allow_unverified=allow_unverified) if compare else None
-    total = int(steps or wf.train.steps)
+    total = int(steps or wf.train.steps)        # the step to reach, counting a resumed checkpoint's (as `learn`)
+    if len(before) >= total:
+        raise StudioError(f"the checkpoint is already at step {len(before)}, and --steps {total} is the step to reach",
+                          file=str(resume), field="--steps",
+                          hint=f"pass --steps greater than {len(before)} (e.g. --steps {len(before) + total})")
+    more = total - len(before)
 
     def step(s):
         if on_step is not None:
             on_step(s)
         if progress is not None:
-            progress(s.step, total, float(s.loss))      # the loss travels with the progress: a live curve
-    res = tr.run(total, on_step=step, stop=stop)
+            progress(len(before) + s.step, total, float(s.loss))   # the loss travels with the progress: a live curve
+    res = tr.run(more, on_step=step, stop=stop)
     res.ladder = ladder
     ck = ckpt.make_checkpoint(workflow_sha256=wf.hash, step=len(before) + len(res.losses), params=res.params,
                               optimizer=tr.optimizer.to_json(), losses=before + res.losses)
-    ck_file, ck_sha = ckpt.write_checkpoint(ck_path, ck)
+    ck_file, ck_sha = ckpt.write_checkpoint(ck_path, ck, ctx.seal)
     options = {"steps": total, "optimizer": wf.train.optimizer, "learning_rate": wf.train.learning_rate,
                "swaps": dict(swaps or {}), "resume": str(resume) if resume else None, "prove": prove,
                "receipts": str(receipts) if receipts else None}
@@ -267,7 +295,7 @@ def train(ctx: Context, path: str | Path, *, steps: int | None = None, optimizer
                           losses_before=before)
     if comparison:
         rec["training"]["comparison"] = comparison
-    write_record(rec_path, rec)
+    write_record(rec_path, rec, ctx.seal)
     t = rec["training"]
     return {"workflow": wf.name, "status": res.status, "losses": t["losses"], "final_loss": res.final_loss,
             "fall": t["fall"], "params": {n: a for n, a in res.params.items()}, "ladder": ladder,

@@ -1,5 +1,5 @@
-"""The divisor step at bf16 (LEARNER.md §12). A data-parallel run divides its loss by the
-per-replica batch, so its cotangents are R times the shard of the global ones; carrying that
+"""The divisor step at bf16 (docs/bf16.md, "The divisor step"). A data-parallel run divides its
+loss by the per-replica batch, so its cotangents are R times the shard of the global ones; carrying that
 factor through a rounded node needs rnd(s·x) = s·rnd(x), which holds for s = 2^k while neither
 overflow nor subnormals intervene (the unbounded-exponent model's proviso), and fails in general
 for any other s. This module says when to warn and measures the identity on values."""
@@ -25,11 +25,12 @@ def scaling_commutes(x: np.ndarray, s: float) -> np.ndarray:
 
 
 def divisor_warning(replicas: int, nodes: list[str]) -> str | None:
-    """The warning for a bf16 run on ``replicas`` replicas, naming the bf16 nodes; None when the
-    count is a power of two (or no node is bf16)."""
+    """The warning for a bf16 run on ``replicas`` replicas, naming the bf16 nodes a scaled cotangent
+    reaches (``nodes``); None when the count is a power of two (or no such node is bf16)."""
     if power_of_two(replicas) or not nodes:
         return None
     return (f"{replicas} replicas is not a power of two: a bf16 run that divides its loss by the per-replica "
             f"batch scales its cotangents by {replicas}, and rnd({replicas}·x) = {replicas}·rnd(x) does not hold at "
-            f"bf16 (LEARNER.md §12), so the bf16 node(s) {', '.join(nodes)} are not {replicas} × their "
+            f"bf16 (docs/bf16.md, \"The divisor step\"), so the bf16 node(s) {', '.join(nodes)} that the scaled "
+            f"cotangent reaches are not {replicas} × their "
             f"single-device values; use a power of two (1, 2, 4, 8, ...) replicas")

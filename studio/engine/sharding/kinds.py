@@ -1,5 +1,5 @@
 """What a node is under sharding, read off its op's declared ``[sharding]`` kind and its outputs'
-precision (LEARNER.md §10-11; docs/bf16.md). Nothing is guessed: an op that declares no kind is
+precision (docs/requirements.md L10-L11; docs/bf16.md). Nothing is guessed: an op that declares no kind is
 reported as such."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""bf16 in the learner (LEARNER.md §10-12; docs/bf16.md "The learner at bf16"). The learner's own
+"""bf16 in the learner (docs/requirements.md L10-L12; docs/bf16.md "The learner at bf16"). The learner's own
 bf16 combine (studio/engine/learner/combine.py, precision "bf16", per-owner tree): each owner's
 partial sum S_r of contributions is rounded once to bf16, the rounded partials are added in f32 in
 the per-owner tree, and the mean divides by the mass N — the collective Σ_r rnd(S_r) / N, where one

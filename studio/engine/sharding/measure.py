@@ -1,4 +1,4 @@
-"""Verifying a node's sharding kind on real data (LEARNER.md §10-11; docs/bf16.md): the node on the
+"""Verifying a node's sharding kind on real data (docs/requirements.md L10-L11; docs/bf16.md): the node on the
 whole batch of R·N examples and on R shards of N, on the device, through the one executor.
 
 - per example: replica r's outputs against rows [r·N, (r+1)·N) of the whole-batch outputs, bit

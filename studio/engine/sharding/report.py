@@ -4,6 +4,7 @@ workflow's own values, node by node on the device (measure.py) — with the divi
 replica count that is not a power of two (divisor.py). docs/bf16.md says what it claims."""
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +21,20 @@ from .divisor import divisor_warning, power_of_two, scaling_commutes
 from .kinds import EXACT, EXACT_AT_ID, ROUNDED, UNDECLARED, NodeKind, classify
 
 MAX_REPLICAS = 4096
+# a cotangent input, named as the engine names cotangents and gradients (grad/vjp.py: d + a tensor's
+# one-letter name, e.g. the VJP ops' dy); docs/bf16.md, "The divisor step"
+COTANGENT = re.compile(r"d[a-z][0-9]*")
+
+
+def cotangent_reached(plan) -> set[str]:
+    """The steps a (scaled) cotangent reaches: those taking a cotangent input, and every step fed by
+    one of them. A forward node (a convolution of data and weights) carries none."""
+    hit: set[str] = set()
+    for name in plan.order:
+        sp = plan.steps.get(name)
+        if sp is not None and any(COTANGENT.fullmatch(k) or w.node in hit for k, w in sp.inputs.items()):
+            hit.add(name)
+    return hit
 
 
 @dataclass
@@ -78,16 +93,17 @@ def shard_report(ctx: Context, path: str | Path, replicas: int, *, allow_unverif
     values = {k: a for k, (a, _) in plan.host.items()}
     nodes = []
     steps = [n for n in plan.order if n in plan.steps]
+    reached = cotangent_reached(plan)
     for done, name in enumerate(steps):
         sp = plan.steps[name]
         inputs = {k: values[plan.key(w)] for k, w in sp.inputs.items()}
         whole = run_op(ctx, sp.pkg, inputs, sp.params)
         for o, a in whole.items():
             values[f"{name}.{o}"] = a
-        nodes.append(_node(ctx, name, sp.pkg, inputs, sp.params, whole, replicas))
+        nodes.append(_node(ctx, name, sp.pkg, inputs, sp.params, whole, replicas, name in reached))
         if progress:
             progress(done + 1, len(steps))
-    bf16 = [n.name for n in nodes if n.kind.bf16]
+    bf16 = [n.name for n in nodes if n.kind.bf16 and n.name in reached]
     warnings = [w for w in [divisor_warning(replicas, bf16)] if w]
     undeclared = [n.name for n in nodes if n.kind.label == UNDECLARED]
     if undeclared:
@@ -98,7 +114,8 @@ def shard_report(ctx: Context, path: str | Path, replicas: int, *, allow_unverif
                        f"{profile['adapter'].get('device')} ({profile['id']})", time.perf_counter() - t0)
 
 
-def _node(ctx: Context, name: str, pkg, inputs: dict, params: dict, whole: dict, replicas: int) -> NodeReport:
+def _node(ctx: Context, name: str, pkg, inputs: dict, params: dict, whole: dict, replicas: int,
+          reached: bool) -> NodeReport:
     kind = classify(pkg)
     rep = NodeReport(name, pkg.id, kind)
     sh = pkg.contract.sharding
@@ -109,7 +126,7 @@ def _node(ctx: Context, name: str, pkg, inputs: dict, params: dict, whole: dict,
         rep.outputs = measure.per_example(ctx, pkg, inputs, params, whole, replicas)
     else:
         rep.outputs = measure.batch_contracting(ctx, pkg, inputs, params, whole, replicas)
-    if kind.bf16 and not power_of_two(replicas):
+    if kind.bf16 and reached and not power_of_two(replicas):
         exact = ctx.references.call(pkg, pkg.contract.reference_forward, inputs, params)
         exact = exact if isinstance(exact, dict) else {pkg.contract.signature.outputs[0].name: exact}
         for t in pkg.contract.signature.outputs:

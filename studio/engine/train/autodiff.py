@@ -149,7 +149,7 @@ class Tape:
                 raise StudioError(f"{node.label}: its declared VJP {verb}; training will not use it ({why})",
                                   file=pkg.manifest_path, field="backward.text",
                                   hint=f"run `scellis gradcheck {pkg.root}` until it passes")
-            reasons = outside(recorded(pkg, self.receipts), pkg.contract.signature, node.params)
+            reasons = outside(recorded(pkg, self.receipts, seal=self.ctx.seal), pkg.contract.signature, node.params)
             if reasons:
                 self._check_here(node, reasons)
         if self.place == "device" and pkg.contract.backward_kernel is not None:

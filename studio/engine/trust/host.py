@@ -6,8 +6,10 @@ The engine never executes a package's ``reference.py`` in its own interpreter. E
 
 - drops into a private network namespace (no network at all) when the kernel allows
   unprivileged user namespaces,
-- restricts itself with Landlock (Linux >= 5.13) so that it can create, write, rename or delete
-  files only beneath its own temporary folder, and cannot connect or bind TCP sockets,
+- restricts itself with Landlock (Linux >= 5.13) so that it can read only the Python runtime,
+  the system's libraries and its own temporary folder (never the user's files, nor the Scellis
+  folder with its seal key), create, write, rename or delete files only beneath that temporary
+  folder, and cannot connect or bind TCP sockets,
 - runs under ``setrlimit`` limits: CPU seconds per call (and a lifetime cap), address space,
   the size of files it writes, no core dumps,
 - once its own imports are done, installs a seccomp filter (studio/engine/trust/seccomp.py):
@@ -20,7 +22,7 @@ The engine never executes a package's ``reference.py`` in its own interpreter. E
 - imports the package's own modules only from a private snapshot of exactly the files its
   content hash covers (``load``): a ``__pycache__``, ``.pyc`` or dot-file beside the package
   is never imported,
-- dies with the process that started it (``PR_SET_PDEATHSIG``).
+- dies with the process that started it (``PR_SET_PDEATHSIG``, which the filter then keeps armed).
 
 Which of these the running kernel actually enforced is reported by the host at start-up
 (``Host.enforced``); docs/security.md lists them.
@@ -51,9 +53,55 @@ _LL_MAKE = sum(1 << b for b in range(6, 13))          # char, dir, reg, sock, fi
 _LL_REFER, _LL_TRUNCATE = 1 << 13, 1 << 14
 
 
-def _landlock(tmp: str, libc) -> str | None:
+_LL_EXECUTE, _LL_READ_FILE, _LL_READ_DIR = 1 << 0, 1 << 2, 1 << 3
+_LL_READ = _LL_EXECUTE | _LL_READ_FILE | _LL_READ_DIR
+# What the runtime reads beside its own prefixes: system programs and shared libraries, the loader's
+# cache, CPU facts (numpy's BLAS), random bytes. Nothing of the user's: no home, no $SCELLIS_HOME.
+_SYSTEM_READS = ("/usr/bin", "/bin", "/usr/lib", "/usr/lib64", "/usr/lib32", "/lib", "/lib64", "/usr/share/zoneinfo",
+                 "/etc/ld.so.cache",
+                 "/etc/localtime", "/proc/cpuinfo", "/proc/meminfo", "/sys/devices/system/cpu",
+                 "/dev/urandom", "/dev/random", "/dev/zero")
+
+
+def read_roots() -> list[str]:
+    """Where a host may read: the Python runtime (its prefixes: the standard library and the
+    site-packages numpy loads from) and the system's shared libraries."""
+    roots = [sys.base_prefix, sys.prefix, sys.base_exec_prefix, sys.exec_prefix, *_SYSTEM_READS]
+    out = []
+    for r in roots:
+        r = os.path.realpath(r)
+        if os.path.exists(r) and r not in out:
+            out.append(r)
+    return out
+
+
+def _beneath(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
+
+
+def _cover(root: str, deny: list[str]) -> list[str]:
+    """``root`` as a list of paths that together hold everything beneath it except the ``deny``
+    paths (a Landlock rule cannot take back what a rule above it gave): each folder on the way
+    down to a denied path is replaced by its other entries."""
+    inside = [d for d in deny if _beneath(d, root)]
+    if not inside:
+        return [root]
+    if any(d == root for d in inside) or not os.path.isdir(root):
+        return []
+    out = []
+    try:
+        names = sorted(os.listdir(root))
+    except OSError:
+        return []
+    for name in names:
+        out += _cover(os.path.join(root, name), inside)
+    return out
+
+
+def _landlock(tmp: str, libc, deny: list[str] | None = None) -> str | None:
     import ctypes
     import platform
+    import stat as stat_
     nums = _SYS_LANDLOCK.get(platform.machine())
     if nums is None:
         return None
@@ -61,7 +109,7 @@ def _landlock(tmp: str, libc) -> str | None:
     abi = libc.syscall(create, None, ctypes.c_size_t(0), ctypes.c_uint32(1))  # LANDLOCK_CREATE_RULESET_VERSION
     if abi < 1:
         return None
-    fs = _LL_WRITE_FILE | _LL_REMOVE_DIR | _LL_REMOVE_FILE | _LL_MAKE
+    fs = _LL_WRITE_FILE | _LL_REMOVE_DIR | _LL_REMOVE_FILE | _LL_MAKE | _LL_READ
     if abi >= 2:
         fs |= _LL_REFER
     if abi >= 3:
@@ -75,11 +123,22 @@ def _landlock(tmp: str, libc) -> str | None:
     ruleset = libc.syscall(create, ctypes.c_char_p(attr), ctypes.c_size_t(len(attr)), ctypes.c_uint32(0))
     if ruleset < 0:
         return None
+    deny = [os.path.realpath(d) for d in deny or []]
+    file_rights = _LL_EXECUTE | _LL_READ_FILE
+    rules = [(tmp, fs, True),
+             ("/dev/null", _LL_READ_FILE | _LL_WRITE_FILE | (_LL_TRUNCATE if abi >= 3 else 0), False)]
+    rules += [(p, _LL_READ, False) for root in read_roots() for p in _cover(root, deny)]
     try:
-        for path, rights, required in ((tmp, fs, True),
-                                       ("/dev/null", _LL_WRITE_FILE | (_LL_TRUNCATE if abi >= 3 else 0), False)):
-            pfd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+        for path, rights, required in rules:
             try:
+                pfd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+            except OSError:
+                if required:
+                    return None
+                continue
+            try:
+                if not stat_.S_ISDIR(os.fstat(pfd).st_mode):
+                    rights &= file_rights | _LL_WRITE_FILE | _LL_TRUNCATE   # a file takes file rights only
                 rule = struct.pack("<Qi", rights, pfd)          # struct landlock_path_beneath_attr (packed)
                 ok = libc.syscall(add_rule, ctypes.c_int(ruleset), ctypes.c_int(1), ctypes.c_char_p(rule),
                                   ctypes.c_uint32(0)) == 0
@@ -93,8 +152,10 @@ def _landlock(tmp: str, libc) -> str | None:
             return None
     finally:
         os.close(ruleset)
-    return f"Landlock ABI {abi}: files may be created, written, renamed or removed only beneath the " \
-           f"temporary folder" + ("; no TCP connect or bind" if abi >= 4 else "") \
+    return f"Landlock ABI {abi}: files may be read only beneath the Python runtime, the system's shared " \
+           f"libraries and the temporary folder (not your home, not the Scellis folder and its seal key), and " \
+           f"created, written, renamed or removed only beneath the temporary folder" \
+           + ("; no TCP connect or bind" if abi >= 4 else "") \
            + ("; no signals to processes outside the sandbox" if abi >= 6 else "")
 
 
@@ -160,7 +221,7 @@ def _confine(cfg: dict) -> list[str]:
     except Exception:
         pass
     try:
-        ll = _landlock(tmp, libc)
+        ll = _landlock(tmp, libc, list(cfg.get("deny") or []))
         if ll:
             enforced.append(ll)
     except Exception:
@@ -238,13 +299,22 @@ def _host_main(cfg: dict) -> None:  # pragma: no cover - runs in the host proces
     codec, seccomp = _sibling("codec"), _sibling("seccomp")
     enforced = _confine(cfg)
     import numpy as np  # imported before the filter and the audit hook: numpy loads ctypes
+    per_call = True                    # the host lowers its own soft CPU limit before each call
     if cfg.get("seccomp", True):
+        # Under the filter no limit can be set (a reference could raise its own): the soft CPU
+        # limit goes to the lifetime cap now, and the engine enforces the per-call CPU time (it
+        # reads the host's CPU clock from /proc and kills it, pool.Host).
+        hard_cpu = int(cfg["limits"]["lifetime_cpu_s"])
+        resource.setrlimit(resource.RLIMIT_CPU, (hard_cpu, hard_cpu))
         try:
             sc = seccomp.install()
         except Exception:
             sc = None
         if sc:
             enforced.append(sc)
+            per_call = False
+        else:
+            _set_cpu(resource, int(cfg["limits"]["cpu_s"]), hard_cpu)
     if cfg.get("audit_hook", True):
         _install_audit_hook(cfg["tmp"])
         enforced.append("audit hook: no subprocess, fork/exec, sockets, ctypes or writes outside the temporary "
@@ -257,6 +327,8 @@ def _host_main(cfg: dict) -> None:  # pragma: no cover - runs in the host proces
     module: dict = {}
     file, loads = "<reference>", 0
     cpu_s, hard = int(cfg["limits"]["cpu_s"]), int(cfg["limits"]["lifetime_cpu_s"])
+    if not per_call:
+        cpu_s = 0                      # _set_cpu does nothing: the engine counts the CPU of each call
     while True:
         try:
             msg, value = reader.read()
@@ -332,6 +404,8 @@ class _Channel:
 
 
 def _set_cpu(resource, cpu_s: int, hard: int) -> None:
+    if cpu_s <= 0:
+        return
     used = resource.getrusage(resource.RUSAGE_SELF)
     soft = int(used.ru_utime + used.ru_stime) + cpu_s + 1
     resource.setrlimit(resource.RLIMIT_CPU, (min(soft, hard), hard))

@@ -27,8 +27,10 @@ import time
 import weakref
 from collections import OrderedDict
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Self
 
+from ..home import studio_home
 from .codec import FrameReader, ReplyTooLarge, encode_frame, encode_parts, parts_size
 
 MAX_HOSTS = 4
@@ -74,7 +76,7 @@ class Host:
                "LANG": "C.UTF-8", "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1",
                "MKL_NUM_THREADS": "1", "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1"}
         cfg = {"tmp": self.tmp, "limits": asdict(limits), "audit_hook": audit_hook, "seccomp": seccomp,
-               "engine_pid": os.getpid()}
+               "engine_pid": os.getpid(), "deny": [str(Path(studio_home()).resolve())]}
         self.proc = subprocess.Popen([sys.executable, "-s", "-B", "-c", _BOOT, _HOST_SCRIPT, json.dumps(cfg)],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=self.tmp, env=env,
                                      close_fds=True, start_new_session=True)
@@ -85,6 +87,9 @@ class Host:
         self.enforced: list[str] = []
         self.pid = self.proc.pid
         self._ready = False
+        self._call_cpu: list = [None]          # the host's CPU seconds when the call in flight began
+        self._watch_stop = threading.Event()
+        self._watch: threading.Thread | None = None
 
     def _wait_ready(self) -> None:
         if self._ready:
@@ -107,7 +112,9 @@ class Host:
 
     def _exchange(self, parts: list, timeout: float, reply_bytes: int):
         self._wait_ready()
+        self._watch_cpu()
         try:
+            self._call_cpu[0] = host_cpu_seconds(self.pid)
             for part in parts:
                 self.proc.stdin.write(part)
             self.proc.stdin.flush()
@@ -127,6 +134,18 @@ class Host:
             self.kill()
             raise RemoteError("protocol", "ProtocolError", f"the reference process sent a malformed "
                                                            f"reply ({e}) and was stopped") from None
+        finally:
+            self._call_cpu[0] = None
+
+    def _watch_cpu(self) -> None:
+        """The per-call CPU limit, kept by the engine: a host cannot change a limit (its filter
+        refuses setrlimit and a prlimit64 that sets), so it could not raise its own; a thread here
+        reads the host's CPU clock (/proc) and SIGKILLs it past ``cpu_s`` + 1 in one call."""
+        if self._watch is not None or host_cpu_seconds(self.pid) is None:
+            return
+        self._watch = threading.Thread(target=_cpu_watchdog, name=f"scellis-host-cpu-{self.pid}", daemon=True,
+                                       args=(self.proc, self.limits.cpu_s + 1, self._call_cpu, self._watch_stop))
+        self._watch.start()
 
     def _death(self) -> str:
         rc = self.proc.returncode
@@ -172,6 +191,7 @@ class Host:
         return value
 
     def kill(self) -> None:
+        self._watch_stop.set()
         if self.proc.poll() is None:
             self.proc.kill()
         self.proc.wait()
@@ -191,6 +211,28 @@ class Host:
             except Exception:
                 pass
         shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def host_cpu_seconds(pid: int) -> float | None:
+    """User + system CPU seconds of a process, all its threads (Linux /proc); None elsewhere."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / _TICKS
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _cpu_watchdog(proc, cpu_s: float, mark: list, stop: threading.Event) -> None:
+    while not stop.wait(0.1) and proc.poll() is None:
+        start = mark[0]
+        used = host_cpu_seconds(proc.pid) if start is not None else None
+        if used is not None and mark[0] is not None and used - start > cpu_s:
+            proc.kill()
+            return
 
 
 def _int(v):

@@ -3,13 +3,16 @@ It anchors all numerical correctness."""
 from __future__ import annotations
 
 import math
+from contextlib import contextmanager
 
 import numpy as np
 
 from ..contract.package import OpPackage
 from ..errors import StudioError
 from ..precision import round_to, to_reference
+from .code import code_files, code_hash
 from .pool import DEFAULT_LIMITS, MIN_REPLY_BYTES, REPLY_FACTOR, HostPool, RemoteError
+from .results import ResultCache, result_key
 from .store import TrustStore
 
 ITEM_BYTES_MAX = 16               # the widest element a reply may use for a signature's element (c16)
@@ -49,6 +52,7 @@ class _RemoteFunction:
     def __call__(self, *args, **kwargs):
         pkg, name = self.pkg, self.__name__
         host = self.refs.host(pkg)           # a live host: one that ended between calls is replaced
+        self.refs.host_calls += 1
         try:
             return host.request(name, args, kwargs, reply_bytes=self.reply_bytes)
         except RemoteError as e:
@@ -86,16 +90,44 @@ def _remote_error(e, pkg: OpPackage, what: str) -> StudioError:
 
 
 class References:
-    """The reference path of one process: each op's reference.py runs only when its content is
-    trusted (``trust``), in a confined host from ``hosts`` (one per content hash, reused)."""
+    """The reference path of one process: each op's reference.py runs only when its Python is
+    trusted (``trust``), in a confined host from ``hosts`` (one per reference hash, code.py, reused
+    across kernel edits). Inside ``caching()`` results come from and go to ``results``
+    (results.py); ``host_calls`` counts the calls that reached a host."""
 
-    def __init__(self, trust: TrustStore, hosts: HostPool):
+    def __init__(self, trust: TrustStore, hosts: HostPool, results: ResultCache | None = None):
         self.trust, self.hosts = trust, hosts
+        self.results = results if results is not None else ResultCache(trust.home)
+        self.host_calls = 0
+        self._caching = 0
+        self._codes: dict[str, str] = {}
+        self._trusted: set[str] = set()     # package hashes judged trusted in the current caching block
+
+    def code_hash(self, pkg: OpPackage) -> str:
+        """The package's reference hash (code.py), computed once per content hash."""
+        code = self._codes.get(pkg.hash)
+        if code is None:
+            code = self._codes[pkg.hash] = code_hash(pkg.files)
+        return code
+
+    @contextmanager
+    def caching(self):
+        """Reference results inside this block come from the cache when it has them (and go into it
+        when not); the new ones are written to the user folder when the outermost block ends."""
+        if not self._caching:
+            self._trusted.clear()           # trust is judged again in every block
+        self._caching += 1
+        try:
+            yield self.results
+        finally:
+            self._caching -= 1
+            if not self._caching:
+                self.results.flush()
 
     def host(self, pkg: OpPackage):
         try:
-            return self.hosts.host_for(pkg.hash, pkg.reference_source, pkg.reference_path, files=pkg.files,
-                                       reference=pkg.contract.reference_file)
+            return self.hosts.host_for(self.code_hash(pkg), pkg.reference_source, pkg.reference_path,
+                                       files=code_files(pkg.files), reference=pkg.contract.reference_file)
         except RemoteError as e:
             raise _remote_error(e, pkg, "reference") from None
 
@@ -134,17 +166,30 @@ class References:
                       reply_bytes: int | None = None, **extra):
         """Call a reference function with the arrays exactly as given (no casting, no rounding). Its
         reply may hold reply_bytes, by default what reply_limit allows."""
-        fn = self.function(pkg, fn_name)
         kw = {p.name: params[p.name] for p in pkg.contract.signature.params}
+        key = None
+        if self._caching:
+            if pkg.hash not in self._trusted:          # a cached result is still only for trusted code
+                self.trust.require_trusted(pkg)
+                self._trusted.add(pkg.hash)
+            code = self.code_hash(pkg)
+            key = result_key(code, pkg.contract.reference_file, fn_name, {**arrays, **extra, **kw})
+            hit = self.results.get(code, key) if key is not None else None
+            if hit is not None:
+                return hit
+        fn = self.function(pkg, fn_name)
         if reply_bytes is None:
             reply_bytes = reply_limit(pkg, arrays, kw, extra)
         try:
             with np.errstate(all="ignore"):
-                return fn.limited(reply_bytes)(**arrays, **extra, **kw)
+                out = fn.limited(reply_bytes)(**arrays, **extra, **kw)
         except StudioError:
             raise
         except Exception as e:
             raise reference_error(e, pkg, f"reference {fn_name}") from None
+        if key is not None:
+            self.results.put(self.code_hash(pkg), key, out)
+        return out
 
 
 def reply_limit(pkg: OpPackage, arrays: dict, params: dict, extra: dict) -> int:

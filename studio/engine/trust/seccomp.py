@@ -20,7 +20,20 @@ The filter, hand-assembled (no libseccomp needed), refuses with ``EPERM``:
   ``perf_event_open``, ``userfaultfd``, ``keyctl``/``add_key``/``request_key``;
 - signals to any process but the host itself: ``kill``, ``tgkill``, ``rt_sigqueueinfo`` and
   ``rt_tgsigqueueinfo`` pass only for the host's own pid (and ``kill(0, …)``, its own group:
-  the host leads a session of its own).
+  the host leads a session of its own);
+- scheduling of any process but the host itself: ``sched_setaffinity``, ``sched_setscheduler``,
+  ``sched_setparam``, ``sched_setattr`` pass only for pid 0 or the host's pid; ``setpriority``
+  and ``ioprio_set`` (whose ``who`` may name a group or the whole user) never pass;
+- limits: ``setrlimit`` never passes, ``prlimit64`` only reads, and only the host's own limits
+  (pid 0 or its pid, no new limit): no limit is raised, and nobody else's is touched;
+- metadata changes, by path or through a descriptor: ``chmod``, ``fchmod``, ``fchmodat``,
+  ``fchmodat2``, ``chown``, ``fchown``, ``lchown``, ``fchownat``, ``setxattr``, ``lsetxattr``,
+  ``fsetxattr``, ``setxattrat``, ``removexattr``, ``lremovexattr``, ``fremovexattr``,
+  ``removexattrat``, ``utime``, ``utimes``, ``futimesat``, ``utimensat`` (Landlock does not cover
+  these, and a descriptor opened for reading would otherwise do);
+- ``memfd_create`` and ``memfd_secret`` (memory that the address-space limit does not count);
+- ``personality``; and ``prctl(PR_SET_PDEATHSIG, …)``: the death signal the host armed before
+  the filter stays armed.
 
 A system call of another architecture (32-bit ``int 0x80`` on x86_64, the x32 ABI) kills the
 process. The filter is applied to every thread (``SECCOMP_FILTER_FLAG_TSYNC``) and inherited by
@@ -40,7 +53,7 @@ _CLONE_THREAD = 0x00010000
 # CLONE_NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWUSER, NEWPID, NEWNET (NEWTIME only through clone3/unshare)
 _CLONE_NEW_NAMESPACES = 0x00020000 | 0x02000000 | 0x04000000 | 0x08000000 | 0x10000000 | 0x20000000 | 0x40000000
 _X32_SYSCALL_BIT = 0x40000000
-_PR_SET_NO_NEW_PRIVS = 38
+_PR_SET_NO_NEW_PRIVS, _PR_SET_PDEATHSIG = 38, 1
 _SECCOMP_SET_MODE_FILTER, _SECCOMP_FILTER_FLAG_TSYNC = 1, 1
 # struct seccomp_data: int nr; u32 arch; u64 instruction_pointer; u64 args[6] (little-endian)
 _OFF_NR, _OFF_ARCH = 0, 4
@@ -62,9 +75,18 @@ _ARCHES = {
                  "pidfd_open": 434, "pidfd_send_signal": 424, "pidfd_getfd": 438, "tkill": 200,
                  "unshare": 272, "setns": 308, "mount": 165, "umount2": 166, "pivot_root": 155,
                  "chroot": 161, "bpf": 321, "perf_event_open": 298, "userfaultfd": 323,
-                 "keyctl": 250, "add_key": 248, "request_key": 249},
-        "clone": 56, "clone3": 435,
-        "own_pid": {"kill": 62, "tgkill": 234, "rt_sigqueueinfo": 129, "rt_tgsigqueueinfo": 297},
+                 "keyctl": 250, "add_key": 248, "request_key": 249,
+                 "setrlimit": 160, "setpriority": 141, "ioprio_set": 251,
+                 "chmod": 90, "fchmod": 91, "fchmodat": 268, "fchmodat2": 452,
+                 "chown": 92, "fchown": 93, "lchown": 94, "fchownat": 260,
+                 "setxattr": 188, "lsetxattr": 189, "fsetxattr": 190, "setxattrat": 463,
+                 "removexattr": 197, "lremovexattr": 198, "fremovexattr": 199, "removexattrat": 466,
+                 "utime": 132, "utimes": 235, "futimesat": 261, "utimensat": 280,
+                 "memfd_create": 319, "memfd_secret": 447, "personality": 135},
+        "clone": 56, "clone3": 435, "prlimit64": 302, "prctl": 157,
+        "own_pid": {"kill": 62, "tgkill": 234, "rt_sigqueueinfo": 129, "rt_tgsigqueueinfo": 297,
+                    "sched_setparam": 142, "sched_setscheduler": 144, "sched_setaffinity": 203,
+                    "sched_setattr": 314},
     },
     "aarch64": {
         "audit": 0xC00000B7, "seccomp": 277, "x32": False,
@@ -76,9 +98,16 @@ _ARCHES = {
                  "pidfd_open": 434, "pidfd_send_signal": 424, "pidfd_getfd": 438, "tkill": 130,
                  "unshare": 97, "setns": 268, "mount": 40, "umount2": 39, "pivot_root": 41,
                  "chroot": 51, "bpf": 280, "perf_event_open": 241, "userfaultfd": 282,
-                 "keyctl": 219, "add_key": 217, "request_key": 218},
-        "clone": 220, "clone3": 435,
-        "own_pid": {"kill": 129, "tgkill": 131, "rt_sigqueueinfo": 138, "rt_tgsigqueueinfo": 240},
+                 "keyctl": 219, "add_key": 217, "request_key": 218,
+                 "setrlimit": 164, "setpriority": 140, "ioprio_set": 30,
+                 "fchmod": 52, "fchmodat": 53, "fchmodat2": 452, "fchown": 55, "fchownat": 54,
+                 "setxattr": 5, "lsetxattr": 6, "fsetxattr": 7, "setxattrat": 463,
+                 "removexattr": 14, "lremovexattr": 15, "fremovexattr": 16, "removexattrat": 466,
+                 "utimensat": 88, "memfd_create": 279, "memfd_secret": 447, "personality": 92},
+        "clone": 220, "clone3": 435, "prlimit64": 261, "prctl": 167,
+        "own_pid": {"kill": 129, "tgkill": 131, "rt_sigqueueinfo": 138, "rt_tgsigqueueinfo": 240,
+                    "sched_setparam": 118, "sched_setscheduler": 119, "sched_setaffinity": 122,
+                    "sched_setattr": 274},
     },
 }
 
@@ -107,13 +136,30 @@ def program(arch: dict, pid: int) -> list[tuple]:
              _insn(_JSET_K, _CLONE_THREAD, 0, 1),
              _insn(_RET_K, _RET_ALLOW),
              _insn(_RET_K, deny)]
-    for nr in arch["own_pid"].values():                      # signals: to itself only
+    for nr in arch["own_pid"].values():                      # signals, scheduling: itself only
         prog += [_insn(_JEQ_K, nr, 0, 5),
                  _insn(_LD_W_ABS, _arg_lo(0)),
                  _insn(_JEQ_K, pid & 0xFFFFFFFF, 2, 0),
                  _insn(_JEQ_K, 0, 1, 0),
                  _insn(_RET_K, deny),
                  _insn(_RET_K, _RET_ALLOW)]
+    # prlimit64(pid, resource, new, old): only pid 0 or itself, and only reading (new == NULL)
+    prog += [_insn(_JEQ_K, arch["prlimit64"], 0, 9),
+             _insn(_LD_W_ABS, _arg_lo(0)),
+             _insn(_JEQ_K, pid & 0xFFFFFFFF, 1, 0),
+             _insn(_JEQ_K, 0, 0, 5),
+             _insn(_LD_W_ABS, _arg_lo(2)),
+             _insn(_JEQ_K, 0, 0, 3),
+             _insn(_LD_W_ABS, _arg_lo(2) + 4),
+             _insn(_JEQ_K, 0, 0, 1),
+             _insn(_RET_K, _RET_ALLOW),
+             _insn(_RET_K, deny)]
+    # prctl(PR_SET_PDEATHSIG, …): the death signal armed before the filter stays
+    prog += [_insn(_JEQ_K, arch["prctl"], 0, 4),
+             _insn(_LD_W_ABS, _arg_lo(0)),
+             _insn(_JEQ_K, _PR_SET_PDEATHSIG, 1, 0),
+             _insn(_RET_K, _RET_ALLOW),
+             _insn(_RET_K, deny)]
     prog.append(_insn(_RET_K, _RET_ALLOW))
     return prog
 
@@ -149,5 +195,7 @@ def install() -> str | None:
     if rc != 0:
         return None
     return ("seccomp: no programs run (execve), no new processes (only threads), no sockets of any "
-            "family (socket, connect, bind, send), no io_uring, ptrace, namespaces or mounts, and no "
-            "signals to other processes")
+            "family (socket, connect, bind, send), no io_uring, ptrace, namespaces or mounts, no "
+            "signals, priorities, affinities or limits of other processes, no raised limits, no "
+            "chmod, chown, xattr or utime changes, no memfd, no personality, and no change of the "
+            "death signal")

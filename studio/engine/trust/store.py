@@ -11,8 +11,10 @@ sandbox.py) only when its package's **content hash** is trusted:
   trust action).
 
 Anything else, e.g. a folder someone sent you, is ``untrusted`` and its reference never runs.
-Trust is keyed by content hash, so a trusted package that changes by one byte is untrusted
-again. The store is ``trust.json`` in the user data folder (``$SCELLIS_HOME`` when set, else
+A decision is recorded for the package's content hash and for its **reference hash** (code.py:
+the files its confined reference process receives), and either admits it: editing a kernel,
+the bindings or the tolerance keeps trust, while a package whose Python changes by one byte is
+untrusted again. The store is ``trust.json`` in the user data folder (``$SCELLIS_HOME`` when set, else
 platformdirs' user_data_dir("scellis-studio")), written atomically under a lock. A
 ``TrustStore`` is an object held by the process's Context, never module state.
 """
@@ -25,9 +27,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..atomic import write_text
-from ..contract.package import MANIFEST, load_package
+from ..contract.package import MANIFEST, content_hash, load_package, read_files
 from ..errors import StudioError
 from ..resources import BUILTINS, EXAMPLES
+from .code import code_hash
 
 SCHEMA = "scellis-trust/1"
 STORE = "trust.json"
@@ -50,6 +53,30 @@ def _inside(root: Path, base: Path) -> bool:
         return root.resolve().is_relative_to(base.resolve())
     except OSError:
         return False
+
+
+def _holders(fd: int) -> str:
+    """Who holds the flock on an open file, from /proc/locks (Linux): 'process 123 (python3)'."""
+    import os
+    st = os.fstat(fd)
+    ino = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    pids = []
+    try:
+        with open("/proc/locks") as f:
+            for line in f:
+                parts = line.split()
+                if len(parts) > 5 and parts[1] == "FLOCK" and parts[5] == ino and parts[4].isdigit():
+                    pids.append(int(parts[4]))
+    except OSError:
+        pass
+    names = []
+    for pid in sorted(set(pids)):
+        try:
+            with open(f"/proc/{pid}/comm") as f:
+                names.append(f"process {pid} ({f.read().strip()})")
+        except OSError:
+            names.append(f"process {pid}")
+    return ", ".join(names) or "another process"
 
 
 class TrustStore:
@@ -85,12 +112,30 @@ class TrustStore:
         self._cached = (key, entries)
         return entries
 
+    lock_wait_s = 10.0      # how long a writer waits for another one before saying who holds the lock
+
     @contextmanager
     def _locked(self):
+        """The store's writers take turns under an ``flock``. The kernel drops a lock with the last
+        descriptor of whoever held it, so no dead process holds it; a live one that keeps it (a
+        stuck process of this user) is named after ``lock_wait_s``, never waited on for ever.
+        (A reference host cannot take it: it cannot even open the Scellis folder, Landlock.)"""
         import fcntl
+        import time
         self.home.mkdir(parents=True, exist_ok=True)
-        with open(self.home / ".trust.lock", "a") as lock:          # atomic-ok: an empty lock file, never read
-            fcntl.flock(lock, fcntl.LOCK_EX)
+        path = self.home / ".trust.lock"
+        with open(path, "a") as lock:          # atomic-ok: an empty lock file, never read
+            deadline = time.monotonic() + self.lock_wait_s
+            while True:
+                try:
+                    fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() >= deadline:
+                        raise StudioError(f"the trust store is locked by {_holders(lock.fileno())} and was not "
+                                          f"released within {self.lock_wait_s:g} s", file=str(path),
+                                          hint="end that process (or wait for it), then try again") from None
+                    time.sleep(0.05)
             try:
                 yield
             finally:
@@ -99,37 +144,61 @@ class TrustStore:
     def _write(self, entries: dict) -> None:
         write_text(self.path, json.dumps({"schema": SCHEMA, "entries": entries}, indent=2, sort_keys=True) + "\n")
 
-    def _record(self, hash_: str, kind: str, op: str | None, path: Path | str | None) -> None:
+    def _record(self, hash_: str, kind: str, op: str | None, path: Path | str | None, *,
+                code: str | None = None) -> None:
         with self._locked():
             entries = dict(self._read())
-            entries[hash_] = {"kind": kind, "op": op, "path": str(path) if path is not None else None,
-                              "at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
+            entry = {"kind": kind, "op": op, "path": str(path) if path is not None else None,
+                     "at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
+            entries[hash_] = entry
+            if code is not None:            # the reference hash: the Python this decision admits
+                entries[code] = {**entry, "scope": "reference", "package": hash_}
             self._write(entries)
 
     # ---------------------------------------------------------------- decisions
     def record_authored(self, hash_: str, *, op: str | None = None, path: Path | str | None = None) -> None:
         """The Studio or CLI wrote a package with this content hash on this machine."""
-        if self._read().get(hash_, {}).get("kind") == "authored":
+        code = self._code_of(Path(path), hash_, None) if path is not None else None
+        have = self._read()
+        if have.get(hash_, {}).get("kind") == "authored" and (code is None or code in have):
             return
-        self._record(hash_, "authored", op, path)
+        self._record(hash_, "authored", op, path, code=code)
 
     def trust(self, pkg) -> TrustStatus:
         """The user's decision: allow this package's exact content (its hash) to run here."""
-        return self.trust_content(pkg.root, pkg.hash, op=pkg.id)
+        return self.trust_content(pkg.root, pkg.hash, op=pkg.id, files=pkg.files)
 
-    def trust_content(self, root: Path | None, hash_: str, *, op: str | None = None) -> TrustStatus:
-        """The same decision for content that may not load yet (a draft in the Studio)."""
-        st = self.status_of(root, hash_)
+    def trust_content(self, root: Path | None, hash_: str, *, op: str | None = None,
+                      files: dict[str, bytes] | None = None) -> TrustStatus:
+        """The same decision for content that may not load yet (a draft in the Studio). ``files``:
+        the content itself (else the folder's, when it still hashes to ``hash_``), whose reference
+        hash is trusted too."""
+        code = self._code_of(root, hash_, files)
+        st = self.status_of(root, hash_, code=code)
         if st.ok:
             return st
-        self._record(hash_, "trusted", op, Path(root).resolve() if root is not None else None)
-        return self.status_of(root, hash_)
+        self._record(hash_, "trusted", op, Path(root).resolve() if root is not None else None, code=code)
+        return self.status_of(root, hash_, code=code)
+
+    @staticmethod
+    def _code_of(root: Path | None, hash_: str, files: dict[str, bytes] | None) -> str | None:
+        """The reference hash of the content whose package hash is ``hash_``: from ``files``, or
+        from the folder when it holds exactly that content; None when neither is known."""
+        if files is None and root is not None:
+            try:
+                files = read_files(root)
+            except (StudioError, OSError):
+                return None
+        if files is None or content_hash(files) != hash_:
+            return None
+        return code_hash(files)
 
     def revoke(self, pkg) -> bool:
         """Forget a trusted or authored hash; True when there was one."""
         with self._locked():
             entries = dict(self._read())
-            if entries.pop(pkg.hash, None) is None:
+            gone = [entries.pop(h, None) for h in (pkg.hash, code_hash(pkg.files))]   # its Python too
+            if not any(g is not None for g in gone):
                 return False
             self._write(entries)
             return True
@@ -149,15 +218,17 @@ class TrustStore:
                     except StudioError:
                         continue
                     out[pkg.hash] = str(pkg.root)
+                    out.setdefault(code_hash(pkg.files), str(pkg.root))
             self._products = out
         return self._products
 
     def status(self, pkg) -> TrustStatus:
-        return self.status_of(pkg.root, pkg.hash)
+        return self.status_of(pkg.root, pkg.hash, code=code_hash(pkg.files))
 
-    def status_of(self, root: Path | None, hash_: str) -> TrustStatus:
+    def status_of(self, root: Path | None, hash_: str, *, code: str | None = None) -> TrustStatus:
         """The trust of a folder's content, also for a draft that does not load yet (``root`` None:
-        an untitled document, judged by its content alone)."""
+        an untitled document, judged by its content alone). ``code``: its reference hash (code.py),
+        which admits it when that Python was trusted, authored or shipped, whatever else changed."""
         for base in PRODUCT_ROOTS if root is not None else ():
             if _inside(Path(root), base):
                 return TrustStatus("product", f"shipped with Scellis Studio ({base.name}/)")
@@ -168,6 +239,14 @@ class TrustStore:
         same = self.product_hashes().get(hash_)
         if same:
             return TrustStatus("product", f"byte for byte the content of the shipped package {same}")
+        entry = self._read().get(code) if code else None
+        if entry and entry.get("kind") in ("authored", "trusted") and entry.get("scope") == "reference":
+            how = "authored on this machine" if entry["kind"] == "authored" else "trusted by you"
+            return TrustStatus(entry["kind"], f"its Python reference was {how} ({entry.get('at', '?')}); "
+                                              f"only kernels or other non-code fields changed since")
+        same = self.product_hashes().get(code) if code else None
+        if same:
+            return TrustStatus("product", f"its Python reference is byte for byte that of the shipped package {same}")
         here = str(Path(root).resolve()) if root is not None else None
         earlier = [e for e in self._read().values() if here is not None and e.get("path") == here]
         why = ("it changed since it was last trusted or saved here" if earlier else
@@ -183,5 +262,5 @@ class TrustStore:
                 f"(content hash {pkg.hash[:16]})",
                 file=pkg.reference_path, field="trust",
                 hint=f"read {pkg.reference_path}; if you trust it, run `scellis trust {pkg.root}` "
-                     f"(or use Trust in the Studio). A later change to any file needs trusting again.")
+                     f"(or use Trust in the Studio). A later change to its Python needs trusting again.")
         return st

@@ -21,7 +21,7 @@ import traceback
 from dataclasses import dataclass
 from typing import Callable
 
-from ..errors import StudioError
+from ..errors import StudioError, from_os_error
 from .transport import pack, unpack
 
 GRACE_S = 1.0             # the child's own deadline trails the parent's: the parent normally stops it
@@ -234,6 +234,8 @@ def child_main(conn, handlers: dict[str, str], life: Lifeline | None = None) -> 
             reply = ("ok", rid, pack(result, segments))
         except StudioError as e:
             reply = ("error", rid, e.to_dict())
+        except OSError as e:    # the filesystem said no (a full disk, a read-only folder): the user's to fix
+            reply = ("error", rid, from_os_error(e).to_dict())
         except Exception as e:  # a bug, not user input: still a StudioError for the user
             traceback.print_exc(file=sys.stderr)
             reply = ("error", rid, StudioError(

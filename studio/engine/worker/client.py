@@ -1,5 +1,5 @@
 """The device worker's parent side: a child process owns the wgpu adapter and device, the way a
-notebook kernel owns its interpreter (docs/reliability.md, DESIGN.md "The device worker, sketched").
+notebook kernel owns its interpreter (docs/reliability.md).
 
 The parent (the CLI, the Studio) sends requests and gets results or StudioErrors back, with
 every field (file, line, col, field, hint) intact. A request that runs past its time budget

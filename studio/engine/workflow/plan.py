@@ -229,7 +229,12 @@ def refuse_unverified(plan: Plan) -> None:
         ln, cl = wf.fields.position(("steps", s.name, "op"))
         related.append(StudioError(f"step '{s.name}': {s.pkg.id} — receipt {s.verification.status}", file=wf.file,
                                    line=ln, col=cl, field=f"steps.{s.name}.op"))
-    cmds = "; ".join(f"`scellis conform {s.pkg.root}`" for s in bad)
+    def conform(s: StepPlan) -> list[str]:
+        # a composite has no kernel of its own: its unproven parts are what to conform
+        if s.verification.parts:
+            return [f"`scellis conform {p['op']}`" for p in s.verification.parts if p["status"] != "valid"]
+        return [f"`scellis conform {s.pkg.root}`"]
+    cmds = "; ".join(dict.fromkeys(c for s in bad for c in conform(s)))
     raise StudioError(f"step '{first.name}': {first.pkg.id} has no valid conformance receipt on this GPU profile "
                       f"(receipt {first.verification.status})" + (f", nor {len(bad) - 1} other step(s)" if len(bad) > 1 else "")
                       + "; the run refuses unverified ops", file=wf.file, line=line, col=col,

@@ -5,33 +5,77 @@ The record pins every step's op by content hash, the user's op exactly as the bu
 (a step's entry has the same fields whoever wrote the op; nothing in it says builtin or user), with
 its receipt on this GPU profile, its parameters, the hashes of what it read and wrote, and its
 times; the workflow's text and hash; the GPU profile with its backend; the engine, wgpu, numpy and
-Python versions; the seed of every generated source. Written atomically (studio/engine/atomic.py),
-read back bounded and strict (studio/engine/proof/receipts.py: ``parse_json``)."""
+Python versions; the seed of every generated source. It is a record (studio/engine/records/):
+sealed with the user folder's key, so any field edited afterwards is refused by name, and a record
+from another user folder is re-derived rather than believed."""
 from __future__ import annotations
 
 import datetime as _dt
 import hashlib
-import json
 import platform
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Annotated
 
 import numpy as np
+from msgspec import Meta, Struct
 
 from ... import __version__
-from ..arrays import check_writable
-from ..atomic import write_text
 from ..context import Context
-from ..contract.package import read_regular
 from ..errors import StudioError
-from ..proof.receipts import parse_json
+from ..records.canonical import ARRAY_HASH
+from ..records.reader import Record, read_regular
+from ..records.reader import read_record as read_sealed
+from ..records.seal import Seal
+from ..records.writer import write_record as write_sealed
 from .plan import make_plan
-from .run import ARRAY_HASH, RunResult, run_plan
+from .report import spike_report
+from .run import RunResult, run_plan
 from .spec import parse_workflow
 
 SCHEMA = "scellis-workflow-record/1"
 MAX_RECORD_BYTES = 64 << 20
-HINT = "give a record written by `scellis workflow run --record` (docs/workflows.md)"
+HINT = "give a record written by `scellis workflow run --record` in this user folder (docs/workflows.md)"
+_Hex64 = Annotated[str, Meta(pattern="^[0-9a-f]{64}$")]
+
+
+class _Workflow(Struct):
+    name: str
+    file: str
+    sha256: _Hex64
+    text: str
+
+
+class _Run(Struct):
+    status: str
+    allow_unverified: bool
+    unverified_steps: list[str]
+    order: list[str]
+    until: str | None = None
+    options: dict = {}
+
+
+class _Digest(Struct):
+    sha256: _Hex64
+
+
+class _Step(Struct):
+    name: str
+    package_hash: _Hex64
+    outputs: dict[str, _Digest]
+    op: str = ""
+    params: dict = {}
+    inputs: dict[str, _Digest] = {}
+    receipt: dict = {}
+
+
+class RecordSchema(Struct):
+    schema: str
+    workflow: _Workflow
+    run: _Run
+    gpu_profile: dict
+    sources: dict[str, dict]
+    steps: list[_Step]
 
 
 def engine_versions() -> dict:
@@ -74,16 +118,19 @@ def make_record(ctx: Context, res: RunResult, *, options: dict | None = None) ->
     }
 
 
-def write_record(path: str | Path, record: dict) -> Path:
-    p = check_writable(path)
-    write_text(p, json.dumps(record, indent=1, sort_keys=True, allow_nan=False) + "\n")
-    return p
+def write_record(path: str | Path, record: dict, seal: Seal) -> Path:
+    return write_sealed(path, record, seal, what="the record")
 
 
-def read_record(path: str | Path) -> dict:
-    raw = read_regular(path, MAX_RECORD_BYTES, what="the record", file=str(path), hint=HINT)
-    rec = parse_json(raw, str(path), what="record", hint=HINT)
-    problems = record_problems(rec)
+def read_record(path: str | Path, seal: Seal) -> Record:
+    """The record at ``path``, typed; refused when a field was edited after sealing (named), its
+    workflow text does not match its hash, or it is not one. A record sealed in another user folder
+    is returned with ``seal.status == "foreign"``: verify re-derives it instead of believing it."""
+    rec = read_sealed(path, seal, schema=SCHEMA, what="the record", hint=HINT, max_bytes=MAX_RECORD_BYTES,
+                      struct=RecordSchema)
+    if rec.seal.status == "forged":
+        rec.require_sealed("the record", HINT)
+    problems = record_problems(rec.doc)
     if problems:
         raise StudioError(f"not a workflow record: {problems[0]}", file=str(path), field=problems[0].split()[0],
                           hint=HINT)
@@ -91,26 +138,11 @@ def read_record(path: str | Path) -> dict:
 
 
 def record_problems(r) -> list[str]:
-    if not isinstance(r, dict):
-        return [f"record is a JSON {type(r).__name__}, not an object"]
-    if r.get("schema") != SCHEMA:
-        return [f"schema is {r.get('schema')!r}, not {SCHEMA!r}"]
-    out = []
-    for key, typ in (("workflow", dict), ("run", dict), ("steps", list), ("gpu_profile", dict), ("sources", dict)):
-        if not isinstance(r.get(key), typ):
-            out.append(f"{key} is {'missing' if key not in r else type(r[key]).__name__}, not {typ.__name__}")
-    if out:
-        return out
+    """What is inconsistent within a typed record (the schema has checked its fields' types)."""
     w = r["workflow"]
-    if not (isinstance(w.get("text"), str) and isinstance(w.get("file"), str) and isinstance(w.get("sha256"), str)):
-        return ["workflow.text, workflow.file and workflow.sha256 must be strings"]
     if hashlib.sha256(w["text"].encode("utf-8")).hexdigest() != w["sha256"]:
-        out.append("workflow.sha256 is not the hash of workflow.text: the record was edited")
-    for i, s in enumerate(r["steps"]):
-        if not (isinstance(s, dict) and isinstance(s.get("name"), str) and isinstance(s.get("outputs"), dict)
-                and isinstance(s.get("package_hash"), str)):
-            out.append(f"steps[{i}] is not a step entry (name, package_hash, outputs)")
-    return out
+        return ["workflow.sha256 is not the hash of workflow.text: the record was edited"]
+    return []
 
 
 # ------------------------------------------------------------------ verify: run it again
@@ -162,14 +194,24 @@ class VerifyReport:
                 "lines": self.lines()}
 
 
-def verify_record(ctx: Context, record: dict, *, on_event=None, stop=None) -> VerifyReport:
+FOREIGN_NOTE = ("from elsewhere: sealed in another user folder, so nothing in it is taken on trust. Re-derived "
+                "here: the workflow text against its hash, every op's content hash and parameters, every input "
+                "and output hash, the report's figures. Not checkable here: the receipt statuses and receipt "
+                "hashes it records (a receipt counts only in the folder that sealed it; each step shows its "
+                "status here), its times and transfer counts")
+
+
+def verify_record(ctx: Context, record: dict, *, origin: str = "sealed", on_event=None, stop=None) -> VerifyReport:
     """Re-run the recorded workflow text with the ops as they are now (unverified ones allowed: the
-    question is reproduction) and compare, step by step, op hashes and output hashes."""
+    question is reproduction) and compare, step by step, op hashes, input and output hashes, and the
+    report. ``origin``: the record's seal status (``foreign``: made in another user folder)."""
     problems = record_problems(record)
     if problems:
         raise StudioError(f"not a workflow record: {problems[0]}", field=problems[0].split()[0], hint=HINT)
     w, run = record["workflow"], record["run"]
     rep = VerifyReport(w.get("name", "?"), [], [], [])
+    if origin == "foreign":
+        rep.notes.append(FOREIGN_NOTE)
     here = ctx.device.profile.id
     if record["gpu_profile"].get("id") != here:
         rep.notes.append(f"recorded on GPU profile {record['gpu_profile'].get('id')}, re-run on {here}: ops whose "
@@ -210,10 +252,22 @@ def verify_record(ctx: Context, record: dict, *, on_event=None, stop=None) -> Ve
             chk.problems.append(f"the step now runs {p.pkg.id}")
         if dict(p.params) != then.get("params", {}):
             chk.problems.append("params differ from the record")
+        for i, meta in (then.get("inputs") or {}).items():
+            key = got.inputs.get(i)
+            if key is None or res.digests[key]["sha256"] != meta.get("sha256"):
+                chk.problems.append(f"input {i} differs from the record")
         chk.receipt = (str((then.get("receipt") or {}).get("status")), p.verification.status)
         for o, meta in then["outputs"].items():
             key = got.outputs.get(o)
             chk.outputs[o] = (str(meta.get("sha256")), res.digests[key]["sha256"] if key else None)
+    if "report" in record:
+        r = wf.report
+        try:
+            now = spike_report(res.value(r.raw.text), res.value(r.cleaned.text), res.value(r.clean.text)) if r else None
+        except (KeyError, StudioError):
+            now = None
+        if now != record["report"]:
+            rep.problems.append("the report's figures differ from the record's")
     if res.status != run.get("status", "done"):
         rep.problems.append(f"the run ended {res.status}, the record says {run.get('status')}")
     return rep

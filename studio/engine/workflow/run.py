@@ -11,8 +11,6 @@ A GUI drives it through ``run_plan``: ``until`` (run to a step), ``on_event`` (a
 source and step: start and done, with its time) and ``stop`` (checked between steps)."""
 from __future__ import annotations
 
-import hashlib
-import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -21,22 +19,10 @@ import numpy as np
 
 from ..context import Context
 from ..errors import StudioError
+from ..records.canonical import array_digest
 from .plan import Plan, StepPlan, make_plan, refuse_unverified
 from .resident import DeviceTensor, Resident, Timing
 from .spec import WIRE, Wire, Workflow
-
-ARRAY_HASH = "sha256(b'scellis-array/1\\0' + dtype + b'\\0' + json(shape) + b'\\0' + C-order bytes)"
-
-
-def array_digest(a: np.ndarray) -> dict:
-    """An array's identity for the record: sha256 over its dtype, shape and bytes (docs/workflows.md)."""
-    a = np.ascontiguousarray(a)
-    h = hashlib.sha256(b"scellis-array/1\0")
-    h.update(a.dtype.str.encode() + b"\0" + json.dumps(list(a.shape)).encode() + b"\0")
-    bits = a.view(np.uint16) if a.dtype.name == "bfloat16" else a     # bf16: its 16 bits (no buffer protocol)
-    h.update(memoryview(bits).cast("B") if a.size else b"")
-    return {"sha256": h.hexdigest(), "dtype": a.dtype.name, "shape": list(a.shape)}
-
 
 @dataclass
 class Event:

@@ -152,8 +152,27 @@ def parse_workflow(raw: bytes | str, *, file: str = "<workflow>", base: str | Pa
     train = _train(f)
     wf = Workflow(name, f.get(("workflow", "summary"), str, default=""), file, m.text,
                   hashlib.sha256(raw).hexdigest(), base, sources, steps, sinks, report, train,
-                  f.get(("workflow", "record"), str, default=f"{_stem(name)}.record.json"), f)
+                  output_path(f, ("workflow", "record")) or f"{_stem(name)}.record.json", f)
     return wf
+
+
+def output_path(f: Fields, path: tuple[str, ...]) -> str | None:
+    """A file the workflow writes (its record, a sink, a checkpoint), as written: a relative path
+    that stays inside the run's output folder. A workflow file is data people share, so an
+    absolute path, ``~``, ``..`` or an empty part is refused at its line:col (only paths typed on
+    the command line may point elsewhere; symlinks that leave the folder are refused when the run
+    writes, services/workflows.py)."""
+    rel = f.get(path, str)
+    if rel is None:
+        return None
+    parts = rel.replace("\\", "/").split("/")
+    if (not rel.strip() or rel.startswith(("/", "~")) or "\0" in rel or Path(rel).is_absolute()
+            or ".." in parts or re.match(r"[A-Za-z]:", rel)):
+        raise f.error(path, f"'{rel}' is not a path inside the output folder: a workflow file writes only "
+                            f"beneath the folder of the run (the current folder, or --out-dir)",
+                      hint="a relative path without '..', e.g. \"results/cleaned.npy\"; to write elsewhere, "
+                           "pass --out-dir (or --record/--checkpoint) on the command line")
+    return rel
 
 
 def _stem(name: str) -> str:
@@ -250,7 +269,8 @@ def _step(f: Fields, n: str) -> Step:
 def _sink(f: Fields, n: str) -> Sink:
     at = ("sinks", n)
     f.known(at, SINK_KEYS)
-    path = f.get((*at, "file"), str, required=True)
+    f.get((*at, "file"), str, required=True)
+    path = output_path(f, (*at, "file"))
     suffix = Path(path).suffix.lower()
     if suffix not in DATA_SUFFIXES + PLOT_SUFFIXES:
         raise f.error((*at, "file"), f"sink '{n}': '{path}' is not a .npy, .csv, .wav, .png or .svg file")
@@ -329,5 +349,5 @@ def _train(f: Fields) -> Training | None:
     tr.steps = f.get((*at, "steps"), int, default=tr.steps)
     if not 1 <= tr.steps <= 1_000_000:
         raise f.error((*at, "steps"), f"steps = {tr.steps} is not in [1, 1000000]")
-    tr.checkpoint = f.get((*at, "checkpoint"), str)
+    tr.checkpoint = output_path(f, (*at, "checkpoint"))
     return tr

@@ -11,7 +11,7 @@ import numpy as np
 from ..context import Context
 from ..proof.receipts import gradcheck_status
 from .provenance import SCHEMA, engine_versions
-from .run import array_digest
+from ..records.canonical import array_digest
 from .spec import Workflow
 from .train import Trainer, TrainResult, swapped
 

@@ -1,0 +1,43 @@
+"""The hint under a conformance failure: the likeliest cause, named from what the failure shows —
+the engine's 2-D launch fold, the poison of an element never written, an f32 intermediate that
+overflowed where the f64 reference did not, or a NaN test the compiler folded away."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..precision import POISON_WORD
+
+FOLD_KINDS = ("fold", "backward_fold")
+F32_SQRT_MAX = 1.8e19          # a product of two values above this overflows f32
+
+
+def hint(case, kind: str, mismatch, *, workgroup_size: int | None = None, folded: bool | None = None,
+         what: str = "kernel") -> str | None:
+    """One line (without the leading 'hint: '), or None."""
+    in_fold = case.shape_kind in FOLD_KINDS if folded is None else folded
+    poisoned = mismatch is not None and mismatch.got_bits == POISON_WORD
+    if in_fold and kind in ("unwritten", "mismatch") and (kind == "unwritten" or poisoned):
+        wg = workgroup_size or 64
+        return (f"this case's launch needs more than 65,535 workgroups, so the engine folds it into 2-D "
+                f"(gid.y counts the rows): the {what} reads only gid.x. Fix it one of two ways: index with "
+                f"`let i = gid.y * nwg.x * {wg}u + gid.x;` (nwg = @builtin(num_workgroups)), or bound the size in "
+                f"the signature (e.g. `n <= {65535 * wg}`) so no launch folds")
+    if poisoned or kind == "unwritten":
+        return (f"the element still holds the engine's poison word (0x{POISON_WORD:08X}, a NaN the engine writes "
+                f"before the {what} runs): the {what} never wrote it. Check the guard (`if (i >= n)`), the "
+                f"invocations count and the index arithmetic, not NaN handling")
+    if mismatch is None:
+        return None
+    exp, got = mismatch.expected, mismatch.got
+    if np.isfinite(exp) and not np.isfinite(got):
+        top = max((float(np.max(np.abs(np.asarray(v, np.float64))[np.isfinite(np.asarray(v, np.float64))],
+                                initial=0.0)) for v in case.inputs.values()), default=0.0)
+        if top > F32_SQRT_MAX or abs(exp) > 1e30:
+            return (f"the reference (f64) stayed finite but the kernel's f32 arithmetic overflowed (inputs reach "
+                    f"{top:.3g}; f32 tops out at 3.4e38): an f32 intermediate such as a product or a sum of squares "
+                    f"went to inf. Rescale before multiplying (e.g. by the largest |x|), or declare a value domain "
+                    f"that keeps intermediates finite (`x: f32[n] in [-1e15, 1e15]`)")
+    if np.isnan(exp) != np.isnan(got):
+        return ("WGSL lets the compiler assume no NaNs, so `x != x` or `isNan`-style comparisons may be folded "
+                "away; test NaN by its bits: (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u")
+    return None

@@ -1,0 +1,129 @@
+"""Which large sizes the corpus reaches, planned from the signature and each kernel's launch —
+not from the forward's launch alone — and why any size is not reached.
+
+* ``fold``: the smallest swept size whose forward launch needs more than the device's
+  workgroups per dimension (the engine then folds the launch into 2-D);
+* ``backward_fold``: the same for the `[backward]` kernel, with its own workgroup size and
+  invocations (fir's backward, 256 wide, folds only past 16.7 M elements);
+* ``big``: a large size (about 10⁶, or the largest the signature admits below that) for every
+  op, whatever its launch shape: a scan launched as 256 invocations still gets one.
+
+The default corpus holds a size when its arrays fit ``BUDGET_BYTES``; ``--large`` holds all."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..contract.signature import Signature
+from ..errors import StudioError
+from ..precision import DTYPE_BYTES
+
+BUDGET_BYTES = 96 << 20
+BIG_SIZE = 1_000_003
+SEARCH_TOP = 1 << 31
+
+
+@dataclass
+class SizePlan:
+    sizes: dict[str, int] = field(default_factory=dict)           # kind -> swept size
+    invocations: dict[str, dict] = field(default_factory=dict)    # kind -> {"invocations", "workgroups", "folded"}
+    not_reached: list[dict] = field(default_factory=list)         # {"what", "why"}
+
+    def backward_fold_sizes(self) -> list[int]:
+        """The swept sizes at which the backward launch folds (its own case, or the forward's fold case)."""
+        g = self.invocations.get("backward_fold")
+        size = self.sizes.get("backward_fold") or self.sizes.get("fold")
+        return [size] if g and g["folded"] and size else []
+
+    def add(self, extra: dict[str, int], contract, env_for, limit: int) -> None:
+        """Sizes asked for besides the plan (a run's own size: coverage.py), with their launches."""
+        for kind, v in extra.items():
+            self.sizes[kind] = int(v)
+            if contract.kernel is not None:
+                self.invocations[kind] = launch(contract.kernel, env_for(int(v)), limit)
+
+    def to_json(self) -> dict:
+        return {"sizes": dict(self.sizes), "launch": dict(self.invocations), "not_reached": list(self.not_reached)}
+
+
+def _admissible(sig: Signature, env: dict, size_param: str | None) -> bool:
+    try:
+        shapes = {t.name: tuple(int(d.eval(env)) for d in t.dims) for t in sig.inputs}
+        if any(s < 0 for sh in shapes.values() for s in sh):
+            return False
+        e = sig.resolve(shapes, {p.name: env[p.name] for p in sig.params if p.name in env})
+        return all(s > 0 for sh in sig.output_shapes(e).values() for s in sh)
+    except (StudioError, KeyError, ValueError, OverflowError, ZeroDivisionError):
+        return False
+
+
+def largest_admissible(sig: Signature, env_for, lo: int, hi: int) -> int | None:
+    """The largest size in [lo, hi] the signature admits (admissibility taken as monotone above lo)."""
+    if not _admissible(sig, env_for(lo), None):
+        return None
+    if _admissible(sig, env_for(hi), None):
+        return hi
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if _admissible(sig, env_for(mid), None) else (lo, mid)
+    return lo
+
+
+def fold_point(spec, env_for, limit: int, lo: int, hi: int) -> int | None:
+    """The smallest size whose launch of ``spec`` needs more than ``limit`` workgroups in x."""
+    def groups(v):
+        try:
+            return -(-int(spec.invocations.eval(env_for(v))) // spec.workgroup_size)
+        except (StudioError, KeyError, ValueError, OverflowError, ZeroDivisionError):
+            return 0
+    if groups(hi) <= limit:
+        return None
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if groups(mid) > limit else (mid, hi)
+    return hi
+
+
+def launch(spec, env: dict, limit: int) -> dict:
+    inv = int(spec.invocations.eval(env))
+    groups = -(-inv // spec.workgroup_size)
+    return {"invocations": inv, "workgroup_size": spec.workgroup_size, "workgroups": groups, "folded": groups > limit}
+
+
+def plan(contract, env_for, smallest: int, limit: int, *, large: bool, budget: int = BUDGET_BYTES) -> SizePlan:
+    """``env_for(v)``: the symbol environment (dims and params) of a case whose swept size is v."""
+    sig = contract.signature
+    out = SizePlan()
+    top = largest_admissible(sig, env_for, smallest, SEARCH_TOP) or smallest
+    per = sum(DTYPE_BYTES[t.dtype] for t in sig.inputs + sig.outputs) or 4
+
+    def fits(what: str, v: int, per_element: int) -> bool:
+        if large or v * per_element <= budget:
+            return True
+        out.not_reached.append({"what": what, "size": v,
+                                "why": f"needs about {v * per_element / 2**20:.0f} MiB, over the default corpus's "
+                                       f"{budget >> 20} MiB: run `scellis conform --large`"})
+        return False
+
+    for kind, spec, per_el in (("fold", contract.kernel, per), ("backward_fold", contract.backward_kernel, 2 * per)):
+        if spec is None:
+            continue
+        name = "forward" if kind == "fold" else "backward"
+        v = fold_point(spec, env_for, limit, smallest, top)
+        if v is None:
+            grows = fold_point(spec, env_for, limit, smallest, SEARCH_TOP) is not None
+            out.not_reached.append({"what": f"{name} 2-D launch fold", "size": None, "why": (
+                f"the signature admits sizes up to {top}, below the fold: no run can reach it" if grows else
+                f"the {name} launch (invocations = {spec.invocations})"
+                f" does not grow past {limit} workgroups with the size: no run folds it")})
+        elif kind == "backward_fold" and out.sizes.get("fold", 0) >= v:
+            out.invocations[kind] = launch(spec, env_for(out.sizes["fold"]), limit)   # the fold case folds both
+        elif fits(f"{name} 2-D launch fold", v, per_el):
+            out.sizes[kind] = v
+            out.invocations[kind] = launch(spec, env_for(v), limit)
+    big = min(BIG_SIZE, top)
+    if big > 4096 and not any(v >= big for v in out.sizes.values()) and fits("a size near 10^6", big, per):
+        out.sizes["big"] = big
+    if top > max([*out.sizes.values(), 4096]) and top < SEARCH_TOP and large:
+        if top * per <= 4 * budget:
+            out.sizes["max"] = top                   # the signature's own cap, when it has one
+    return out

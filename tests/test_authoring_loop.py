@@ -1,0 +1,196 @@
+"""The authoring loop (issue 25): a kernel edit never asks the reference again (reference results
+cached by reference hash and case, sealed in the user folder), a forward-only edit re-runs neither
+the category check nor the backward conformance while a backward kernel edit does, trust follows
+the Python code only, and a tampered cache entry is refused. Real wgpu, real confined hosts."""
+import json
+
+import numpy as np
+import pytest
+from conftest import EXAMPLES, MEDIAN
+
+from studio.engine.context import Context
+from studio.engine.contract.package import load_package
+from studio.engine.errors import StudioError
+from studio.engine.proof.conformance import conform
+from studio.engine.trust.code import code_hash
+
+FIRST_DRAFT = EXAMPLES / "windowed_median_first_draft"
+KERNEL_EDIT = [("let i = gid.x", "// an edit of the kernel only\n    let i = gid.x")]
+
+
+@pytest.mark.slow
+def test_a_kernel_edit_never_calls_the_reference_again(ctx, pkg_copy, device):
+    first = conform(ctx, load_package(pkg_copy(MEDIAN, "a")))
+    assert first.ok and ctx.references.host_calls > 0
+    edited = load_package(pkg_copy(MEDIAN, "b", forward__wgsl=KERNEL_EDIT))
+    before = ctx.references.host_calls
+    again = conform(ctx, edited)
+    assert again.ok and again.passed == first.passed
+    assert ctx.references.host_calls == before            # every reference result came from the cache
+    assert {"category", "backward"} <= set(again.timing.cached)
+
+
+@pytest.mark.slow
+def test_a_reference_edit_runs_the_reference_again(ctx, pkg_copy, device):
+    assert conform(ctx, load_package(pkg_copy(MEDIAN, "a"))).ok
+    before = ctx.references.host_calls
+    edited = load_package(pkg_copy(MEDIAN, "b", reference__py=[("import numpy as np", "import numpy as np  # edit")]))
+    rep = conform(ctx, edited)
+    assert rep.ok and ctx.references.host_calls > before + rep.total
+    assert "backward" not in rep.timing.cached and "category" not in rep.timing.cached
+
+
+@pytest.mark.slow
+def test_a_backward_kernel_edit_reruns_backward_conformance_only(ctx, pkg_copy, device):
+    assert conform(ctx, load_package(pkg_copy(MEDIAN, "a"))).ok
+    vjp_edit = [("var acc = 0.0;", "var acc = 0.0;  // an edit of the VJP kernel")]
+    rep = conform(ctx, load_package(pkg_copy(MEDIAN, "b", backward__wgsl=vjp_edit)))
+    assert rep.ok and rep.backward is not None and rep.backward.ok
+    assert "backward" not in rep.timing.cached and "category" in rep.timing.cached
+    broken = [("acc = acc + dy[i];", "acc = acc + 2.0 * dy[i];")]
+    rep = conform(ctx, load_package(pkg_copy(MEDIAN, "c", backward__wgsl=broken)))
+    assert not rep.ok and rep.backward.failures            # the broken VJP is judged, not remembered
+
+
+def test_the_first_failure_streams_before_the_whole_corpus(ctx, device):
+    seen = []
+    rep = conform(ctx, load_package(FIRST_DRAFT), on_failure=lambda f: seen.append((f, ctx.references.host_calls)))
+    assert not rep.ok and seen and seen[0][0].kind == "unwritten"
+    t = rep.timing
+    assert t.first_failure is not None and t.first_failure <= t.forward <= t.total
+    assert rep.failures[0].case.shape_kind == "minimum"     # the report keeps the corpus order
+    assert set(t.phases) >= {"corpus", "category", "dispatch", "compare"}
+    assert "time      :" in "\n".join(__import__("studio.engine.proof.conformance", fromlist=["x"]).report_lines(rep))
+
+
+# ------------------------------------------------------------------ trust follows the Python only
+def _plain_copy(root, python_edit="\n# written by someone else\n"):
+    """A package copied in with plain writes: nothing recorded it as authored here."""
+    root.mkdir()
+    for p in MEDIAN.iterdir():
+        if p.is_file():
+            (root / p.name).write_bytes(p.read_bytes())
+    with open(root / "reference.py", "a") as f:
+        f.write(python_edit)
+    return root
+
+
+def test_editing_wgsl_keeps_trust_and_editing_the_reference_asks_again(ctx, tmp_path, device):
+    root = _plain_copy(tmp_path / "foreign")
+    assert ctx.trust.status(load_package(root)).level == "untrusted"
+    ctx.trust.trust(load_package(root))
+    for rel, edit in (("forward.wgsl", "\n// a kernel edit\n"), ("op.toml", "\n# a comment in the manifest\n")):
+        with open(root / rel, "a") as f:
+            f.write(edit)
+        pkg = load_package(root)
+        st = ctx.trust.status(pkg)
+        assert st.level == "trusted" and "non-code" in st.reason, (rel, st)
+        ctx.references.forward(pkg, {"x": np.arange(9, dtype=np.float32)}, {"w": 3})   # it runs
+    with open(root / "reference.py", "a") as f:
+        f.write("\n# one more byte of Python\n")
+    pkg = load_package(root)
+    assert ctx.trust.status(pkg).level == "untrusted"
+    with pytest.raises(StudioError, match="not trusted"):
+        ctx.references.forward(pkg, {"x": np.arange(9, dtype=np.float32)}, {"w": 3})
+
+
+def test_a_copy_with_the_shipped_reference_and_a_new_kernel_is_trusted_as_product(ctx, tmp_path):
+    root = _plain_copy(tmp_path / "k", python_edit="")
+    (root / "forward.wgsl").write_text((root / "forward.wgsl").read_text() + "\n// mine\n")
+    st = ctx.trust.status(load_package(root))
+    assert st.level == "product" and "Python reference" in st.reason
+
+
+def test_the_reference_hash_covers_every_file_the_reference_can_read():
+    files = {"op.toml": b"a", "forward.wgsl": b"b", "reference.py": b"c", "helper.py": b"d", "data.npy": b"e",
+             "README.md": b"f"}
+    base = code_hash(files)
+    assert code_hash({**files, "forward.wgsl": b"B", "op.toml": b"A", "README.md": b"F"}) == base
+    for rel in ("reference.py", "helper.py", "data.npy"):
+        assert code_hash({**files, rel: b"changed"}) != base, rel
+
+
+def test_revoking_forgets_the_python_too(ctx, tmp_path):
+    root = _plain_copy(tmp_path / "r")
+    pkg = load_package(root)
+    ctx.trust.trust(pkg)
+    (root / "forward.wgsl").write_text((root / "forward.wgsl").read_text() + "\n// edit\n")
+    assert ctx.trust.status(load_package(root)).ok
+    assert ctx.trust.revoke(pkg)
+    assert ctx.trust.status(load_package(root)).level == "untrusted"
+
+
+# ------------------------------------------------------------------ the sealed cache on disk
+def _fresh(ctx):
+    """Another process on the same user folder: nothing in memory, the disk cache only."""
+    return Context.open(home=ctx.trust.home, device=ctx.device, hosts=ctx.hosts)
+
+
+@pytest.mark.slow
+def test_cached_results_survive_the_process_and_a_tampered_entry_is_refused(ctx, pkg_copy, device):
+    pkg = load_package(pkg_copy(MEDIAN, "a"))
+    assert conform(ctx, pkg).ok
+    folder = ctx.trust.home / "cache" / "reference" / ctx.references.code_hash(pkg)
+    packs = sorted(folder.glob("*.npz"))
+    assert packs and sorted(folder.glob("*.json"))
+    later = _fresh(ctx)
+    assert conform(later, load_package(pkg_copy(MEDIAN, "b", forward__wgsl=KERNEL_EDIT))).ok
+    assert later.references.host_calls == 0 and later.references.results.disk_hits > 0
+    # one array's bytes changed on disk: the entry does not match its sealed digest
+    with np.load(packs[0]) as z:
+        arrays = {k: z[k] for k in z.files}
+    name = max(arrays, key=lambda k: arrays[k].size)
+    arrays[name] = arrays[name].copy()
+    arrays[name].reshape(-1)[0] = 12345.0
+    np.savez(packs[0], **arrays)
+    tampered = _fresh(ctx)
+    rep = conform(tampered, load_package(pkg_copy(MEDIAN, "c", forward__wgsl=KERNEL_EDIT)))
+    assert rep.ok                                  # the reference ran again instead: still the right verdict
+    assert tampered.references.results.refused and tampered.references.host_calls > 0
+    assert "sealed digest" in tampered.references.results.refused[0]
+
+
+@pytest.mark.slow
+def test_an_index_not_sealed_here_is_refused(ctx, pkg_copy, device):
+    pkg = load_package(pkg_copy(MEDIAN, "a"))
+    assert conform(ctx, pkg).ok
+    folder = ctx.trust.home / "cache" / "reference" / ctx.references.code_hash(pkg)
+    index = sorted(folder.glob("*.json"))[0]
+    doc = json.loads(index.read_text())
+    doc["seal"]["mac"] = "0" * 64
+    index.write_text(json.dumps(doc))
+    other = _fresh(ctx)
+    assert conform(other, load_package(pkg_copy(MEDIAN, "b", forward__wgsl=KERNEL_EDIT))).ok
+    assert other.references.results.refused and not index.exists()
+
+
+def test_a_generator_check_is_never_answered_from_the_cache(ctx, pkg_copy):
+    """The category check calls the reference twice on purpose: outside ``caching`` it really does."""
+    pkg = load_package(pkg_copy(MEDIAN, "a"))
+    x = {"x": np.arange(9, dtype=np.float32)}
+    ctx.references.forward(pkg, x, {"w": 3})
+    n = ctx.references.host_calls
+    ctx.references.forward(pkg, x, {"w": 3})
+    assert ctx.references.host_calls == n + 1
+    with ctx.references.caching():
+        ctx.references.forward(pkg, x, {"w": 3})
+        ctx.references.forward(pkg, x, {"w": 3})
+    assert ctx.references.host_calls == n + 2
+
+
+# ------------------------------------------------------------------ the Conformance cell shows the split
+def test_the_conformance_cell_shows_the_phase_split(qtbot):
+    from studio.app.panels.conformance import ConformancePanel, timing_line
+    timing = {"phases": {"corpus": 0.01, "category": 0.0, "dispatch": 0.31, "compare": 0.12, "backward": 0.0},
+              "first_failure_s": 0.05, "forward_verdict_s": 0.44, "total_s": 0.45, "cached": ["category", "backward"]}
+    line = timing_line(timing)
+    assert "dispatch 0.31 s" in line and "backward cached" in line and "first failure at 0.05 s" in line
+    assert timing_line(None) == ""
+    p = ConformancePanel(8)
+    qtbot.addWidget(p)
+    report = {"verdict": "pass", "passed": 3, "failed": 0, "corpus": {"cases": 3, "seed": 0, "hash": "ab"},
+              "failures": [], "timing": timing, "tolerance": "exact", "gpu_profile": "p"}
+    p.show_report(report)
+    assert "dispatch 0.31 s" in p.summary.text() and "category cached" in p.summary.text()
+    p.show_report({**report, "timing": None})
+    assert "dispatch" not in p.summary.text()
