@@ -15,7 +15,7 @@ import traceback
 from pathlib import Path
 
 RESULTS = Path(__file__).resolve().parent / "results"
-GROUPS = ("median", "overhead", "workflow", "verdict", "startup", "learner")
+GROUPS = ("median", "overhead", "workflow", "verdict", "startup", "learner", "tuning")   # tuning: ~1 min; full only
 QUICK_GROUPS = ("median", "overhead", "workflow", "startup", "learner")   # verdict: ~10 s a run; full only
 
 

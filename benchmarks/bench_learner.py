@@ -8,8 +8,10 @@ learner's price for placement-free bits, replicas and the per-step hash check.
 Each row gives the minimum and the median per-step time over the timed steps (the machine is
 shared: the minimum is the cost, the median what a shared machine gave), and the split of the
 median step: the slowest owner's own compute in its call (update + hash + contributions + its
-blocks of the tree), the driver's part (the tree's remaining additions, the mean, its own replica's
-update and hash), and the rest (the round trip: Dask, pickling, the mean out and the sums back).
+blocks of the tree), the driver's part (the tree's remaining additions and the mean before the
+calls go out; its own replica's update and hash while the owners work), and the round trip: the
+step less the owner's compute and the driver's part before the calls (Dask, pickling, the mean out
+and the sums back, and waiting for a CPU).
 
 Only the CPU path (numpy) exists: owners do not compute on a device yet, so there are no device
 rows (docs/learner.md "Limits").
@@ -113,7 +115,7 @@ def rows(quick: bool, ks=None, ns=None, on_row=None) -> list[dict]:
                     recs = res.records[1:-1]        # the first step warms up; the last computes no next sums
                     med = sorted(recs, key=lambda r: r.seconds)[len(recs) // 2]
                     split = {"owners_s": med.split.get("owners"), "driver_s": med.split.get("driver"),
-                             "round_trip_s": med.seconds - med.split.get("owners", 0) - med.split.get("driver", 0)}
+                             "round_trip_s": med.seconds - med.split.get("owners", 0) - med.split.get("before_calls", 0)}
                     out.append(_row(f"learner step, k={k:.0e}, N={n}, {owners} owner{'s' * (owners > 1)}",
                                     [r.seconds for r in recs], peer, k, owners, split))
                     if on_row:

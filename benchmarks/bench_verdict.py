@@ -1,8 +1,9 @@
 """Edit -> verdict in a warm session (issue 25), for the story op and the fast median: after an edit
 of one kernel (a changed kernel, so nothing compiled is reused), the time to the verdicts the
 Studio's Conformance cell shows — conformance (forward corpus, category check, backward
-conformance) and gradcheck — as the engine runs them: the real ``conform()`` and the real
-``services.actions.gradcheck`` (its reference results and remembered verdicts included).
+conformance, the mutation score) and gradcheck — as the engine runs them for the cell: the real
+``services.actions.conform`` and ``services.actions.gradcheck`` (reference results and remembered
+verdicts included; no receipt written).
 
 Rows, each the minimum of the repeats with the median beside it and the per-phase split of the
 minimum run (corpus, category, dispatch, compare, backward, gradcheck; ``cached`` names the phases
@@ -46,18 +47,17 @@ def _edited_copy(ctx, src, k: int, *, which: str = "kernel"):
 
 def verdicts(ctx, pkg) -> dict:
     """One edit's verdicts, as the Conformance cell gets them; raises unless both pass."""
-    from studio.engine.proof.conformance import conform
     from studio.engine.services import actions
-    rep = conform(ctx, pkg)
-    assert rep.ok, rep.failures[:1] and rep.failures[0].describe()
+    rep = actions.conform(ctx, pkg, receipt=False)            # the cell's request: mutants included
+    assert rep["verdict"] == "pass", rep["failures"][:1]
     s = time.perf_counter()
     g = actions.gradcheck(ctx, pkg, receipt=False)
     gradcheck_s = time.perf_counter() - s
     assert g["verdict"] == "pass", g.get("why")
-    t = rep.timing
-    split = {**{k: round(v, 4) for k, v in t.phases.items()}, "gradcheck": round(gradcheck_s, 4)}
-    cached = list(t.cached) + (["gradcheck"] if gradcheck_s < 0.05 else [])
-    return {"first": t.forward, "receipt": t.total + gradcheck_s, "split": split, "cached": cached}
+    t = rep["timing"]
+    split = {**t["phases"], "gradcheck": round(gradcheck_s, 4)}
+    cached = list(t["cached"]) + (["gradcheck"] if gradcheck_s < 0.05 else [])
+    return {"first": t["forward_verdict_s"], "receipt": t["total_s"] + gradcheck_s, "split": split, "cached": cached}
 
 
 def _stats(runs: list[dict], key: str) -> tuple[float, float, dict]:

@@ -138,6 +138,9 @@ def cmd_run(args) -> int:
             _warn_unproven(pkg, profile["id"])
         outs = worker.call("run", target=str(pkg.root), inputs=inputs, params=params, budget_bytes=args.budget,
                            require_receipt=args.require_receipt)
+    from .engine.services.tuning import run_tuning_line      # which tunable values ran (docs/performance.md)
+    if (tuning := run_tuning_line(pkg, profile["id"], params)) is not None:
+        print(tuning, file=sys.stderr)
     for name, path in targets.items():
         save_array(path, outs[name])
         print(f"wrote {path}  ({name}: {outs[name].shape} {outs[name].dtype})")
@@ -382,8 +385,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tolerance", type=_positive, help="override the declared gradient tolerance (writes no receipt)")
     p.add_argument("--no-receipt", action="store_true", help="do not write receipts/gradcheck/<hash>.json")
     p.set_defaults(fn=cmd_gradcheck)
-    from . import cli_learn, cli_publish, cli_shard, cli_workflow
-    for front in (cli_workflow, cli_publish, cli_learn, cli_shard):   # workflow/train, publish/card/fork/ring, learn, shard-report
+    from . import cli_learn, cli_publish, cli_shard, cli_tune, cli_workflow
+    for front in (cli_workflow, cli_publish, cli_learn, cli_shard, cli_tune):   # workflow/train, publish/card/fork/ring, learn, shard-report, tune
         front.add_commands(sub)
     return ap
 

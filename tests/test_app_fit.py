@@ -40,13 +40,15 @@ win.resize(screen.width(), screen.height())
 settle(40)
 if os.environ.get("PROBE_LONG_SIGNATURE"):
     sig = view.notebook.cells["signature"].text
-    sig.setText("(x: f32[n], " + ", ".join(f"p{i}: f32[n{i}]" for i in range(40)) + ") -> y: f32[n] where bogus" * 3)
-    sig.editingFinished.emit()
+    long = "wm(x: f32[n], " + ", ".join(f"p{i}: f32[n{i}]" for i in range(40)) + ") -> y: f32[n] where bogus" * 3
+    sig.setText(long)
+    sig.textEdited.emit(long)                                  # as typed
     view.checker.check_now()
     for _ in range(100):
         settle(); time.sleep(0.05)
 hbar = view.notebook.scroll.horizontalScrollBar()
-alone = {"notebook_sideways": hbar.maximum(), "inner_min": view.notebook.scroll.widget().minimumSizeHint().width(),
+caret = view.notebook.cells["signature"].caret
+alone = {"caret_shown": caret.isVisible() and len(caret.text()) > 0,"notebook_sideways": hbar.maximum(), "inner_min": view.notebook.scroll.widget().minimumSizeHint().width(),
          "viewport": view.notebook.scroll.viewport().width()}
 for a in win.tools_menu.actions():                       # Tools ▸ Learner…, Tools ▸ Sharding report…
     a.trigger()
@@ -122,7 +124,12 @@ def test_every_dock_fits_an_offscreen_screen(tmp_path, size):
 @pytest.mark.slow
 def test_a_long_invalid_signature_does_not_widen_the_notebook(tmp_path):
     m = probe({**offscreen(tmp_path, 1024, 700), "PROBE_LONG_SIGNATURE": "1"})
+    assert m["caret_shown"]                                      # the error is on screen, with its caret
     judge(m, 1024, 700)
+    from studio.app.cells.signature import CARET_SPAN, caret_html
+    long = "x" * 500
+    html = caret_html(long, 400)
+    assert "…" in html and len(html) < CARET_SPAN * 3                # the stretch around column 400 only
 
 
 @pytest.mark.slow

@@ -94,11 +94,13 @@ def test_editing_wgsl_keeps_trust_and_editing_the_reference_asks_again(ctx, tmp_
         ctx.references.forward(pkg, {"x": np.arange(9, dtype=np.float32)}, {"w": 3})
 
 
-def test_a_copy_with_the_shipped_reference_and_a_new_kernel_is_trusted_as_product(ctx, tmp_path):
+def test_product_trust_stays_by_whole_content(ctx, tmp_path):
+    """A package from elsewhere is untrusted until trusted here, even when its Python is a shipped
+    package's (the exchange ring's rule); only this user's own decisions carry over a kernel edit."""
     root = _plain_copy(tmp_path / "k", python_edit="")
+    assert ctx.trust.status(load_package(root)).level == "product"       # byte for byte the shipped one
     (root / "forward.wgsl").write_text((root / "forward.wgsl").read_text() + "\n// mine\n")
-    st = ctx.trust.status(load_package(root))
-    assert st.level == "product" and "Python reference" in st.reason
+    assert ctx.trust.status(load_package(root)).level == "untrusted"
 
 
 def test_the_reference_hash_covers_every_file_the_reference_can_read():
@@ -194,3 +196,37 @@ def test_the_conformance_cell_shows_the_phase_split(qtbot):
     assert "dispatch 0.31 s" in p.summary.text() and "category cached" in p.summary.text()
     p.show_report({**report, "timing": None})
     assert "dispatch" not in p.summary.text()
+
+
+# ------------------------------------------------------------------ the proof's own budget
+def test_the_proof_budget_beats_until_its_own_budget_ends():
+    import time
+
+    from studio.engine.services.proof_budget import ProofBudget
+    seen = []
+    with ProofBudget(lambda *a: seen.append(a), budget_s=0.3, every_s=0.02) as beat:
+        beat.progress(3, 10)
+        time.sleep(0.6)
+        after_budget = len(seen)
+        time.sleep(0.2)
+        assert len(seen) == after_budget                  # past its budget: no more signs of life
+    assert seen[0] == (0, 1) and (3, 10) in seen and 5 <= after_budget
+    with ProofBudget(None) as beat:                       # nothing times the call: nothing runs
+        beat.progress(1, 2)
+        assert beat._thread is None
+
+
+def test_the_studio_keeps_trust_for_a_kernel_edit_of_a_trusted_package(ctx, tmp_path, qtbot):
+    """The Studio judges a document's current content by its Python too (studio/app/session.py)."""
+    from studio.app.model import FILE, OpDocument
+    from studio.app.session import trust_status
+    root = _plain_copy(tmp_path / "doc")
+    files = {p.name: p.read_text() for p in root.iterdir() if p.is_file()}
+    doc = OpDocument(files, root)
+    assert not trust_status(doc, ctx.trust).ok
+    ctx.trust.trust(load_package(root))
+    kernel = doc.kernel_file
+    doc.set(FILE + kernel, files[kernel] + "\n// typed in the Studio\n")
+    assert doc.content_hash() != load_package(root).hash and trust_status(doc, ctx.trust).ok
+    doc.set(FILE + doc.reference_file, files["reference.py"] + "\n# typed Python\n")
+    assert not trust_status(doc, ctx.trust).ok

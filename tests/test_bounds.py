@@ -93,3 +93,22 @@ def test_per_output_terms_come_from_the_forward_on_ones(ctx, tmp_path):
     x = np.arange(10, dtype=np.float32)
     k, source = forward_terms(ctx.references, pkg, {"x": x}, {}, {"y": np.zeros(10, np.float32)})
     assert k["y"].tolist() == list(range(1, 11)) and "all-ones" in source
+
+
+@pytest.mark.slow
+def test_an_equivalent_window_sum_in_another_order_passes(ctx, tmp_path):
+    """Summing the taps backwards rounds differently: within each output's own gamma_k bound."""
+    root = copy_package(OPS / "wsum", tmp_path / "rev", {"forward.wgsl": [(
+        "for (var j = 0u; j < p.k; j = j + 1u) {\n        acc = acc + w[j] * x[i + j];",
+        "for (var t = 0u; t < p.k; t = t + 1u) {\n        let j = p.k - 1u - t;\n        acc = acc + w[j] * x[i + j];")]})
+    rep = conform(ctx, load_package(root))
+    assert rep.ok, "\n".join(report_lines(rep))
+
+
+def test_an_accumulation_with_an_f32_reference_is_refused_by_the_checker(ctx, tmp_path):
+    from conftest import BUILTINS
+    from studio.engine.proof.checker import check_package
+    root = copy_package(BUILTINS / "sum", tmp_path / "s", {"op.toml": [('precision = "f64"', 'precision = "f32"')]})
+    rep = check_package(ctx, load_package(root), compile_kernel=False)
+    assert any(e.field == "reference.precision" for e in rep.errors)
+    assert check_package(ctx, load_package(copy_package(BUILTINS / "sum", tmp_path / "ok")), compile_kernel=False).ok

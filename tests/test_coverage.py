@@ -88,3 +88,22 @@ def test_a_run_past_the_receipts_fold_proves_first_and_is_refused(ctx, tmp_path)
     assert "past the largest size" in e.value.message and "fails conformance" in e.value.message
     assert "run" in e.value.message                               # the failing case is the run's own size
     assert receipts.local_status(pkg, ctx.device.profile.id, ctx.seal) == "failed"
+
+
+def test_each_kernel_crosses_its_own_fold_or_the_report_says_why():
+    """fir's backward is 256 wide: its fold is past 16.7 M elements, not the forward's 4.2 M."""
+    from conftest import BUILTINS
+    from studio.engine.proof import sizes
+    from studio.engine.proof.corpus import swept_env
+    c = load_package(BUILTINS / "fir").contract
+    env_for, smallest = swept_env(c.signature)
+    default = sizes.plan(c, env_for, smallest, 65535, large=False)
+    assert default.sizes["fold"] == 4_194_241 and default.invocations["fold"]["folded"]
+    miss = [m for m in default.not_reached if m["what"] == "backward 2-D launch fold"]
+    assert miss and miss[0]["size"] > 65535 * 256 - 256 * 9 and "--large" in miss[0]["why"]
+    large = sizes.plan(c, env_for, smallest, 65535, large=True)
+    assert large.invocations["backward_fold"]["folded"] and large.invocations["backward_fold"]["workgroup_size"] == 256
+    scan = load_package(OPS / "scan").contract
+    env_for, smallest = swept_env(scan.signature)
+    p = sizes.plan(scan, env_for, smallest, 65535, large=False)
+    assert p.sizes == {"big": 1_000_003} and "does not grow" in p.not_reached[0]["why"]

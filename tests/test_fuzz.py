@@ -380,6 +380,8 @@ def judged(r) -> str:
     if not isinstance(r, dict):
         return repr(type(r))
     out = {k: v for k, v in r.items() if k not in INFORMATIONAL}
+    if isinstance(out.get("seal"), dict):          # the per-field MACs only name what changed: not judged
+        out["seal"] = {k: v for k, v in out["seal"].items() if k != "fields"}
     if isinstance(out.get("gpu_profile"), dict):
         out["gpu_profile"] = {k: out["gpu_profile"].get(k) for k in ("id", "wgpu_version")}
     return json.dumps(out, sort_keys=True)

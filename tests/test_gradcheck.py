@@ -87,7 +87,9 @@ def test_story_op_passes_with_its_skipped_probes_counted(story):
                                                                          ("direction", "plain")}
     # then the kink plants and the other sizes (w is given here: it is not swept)
     assert {(p.kind, p.point) for p in story.counted if p.site > 0} >= {("plant", "kinks"), ("entry", "sweep")}
-    assert [s["kind"] for s in story.sites] == ["main", "kinks", "sweep", "sweep"]
+    # ... the smallest size, one above it, and one past two workgroups (issue 23)
+    assert [s["kind"] for s in story.sites] == ["main", "kinks", "sweep", "sweep", "sweep"]
+    assert max(s["shapes"]["x"][0] for s in story.sites) > 2 * 64
     assert story.coverage["params"] == {"w": {"values": [7], "rule": "given"}}
     assert any(p.kind == "entry" and p.analytic == 1.0 for p in story.counted)
     assert story.kink_methods[0].startswith("generic") and "kinks()" in story.kink_methods[1]

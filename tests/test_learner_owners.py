@@ -67,6 +67,9 @@ def test_a_flipped_bit_on_one_owner_stops_the_run_naming_the_owners_and_the_slot
     seen = []
     learn(system, client=client, steps=2, on_step=seen.append)            # without the flip: agreement
     assert [r.agreed for r in seen] == [True, True]
+    with pytest.raises(Disagreement, match="owner 0 and the driver's replica disagree") as e:   # one owner:
+        learn(system, client=client, owners=1, steps=3, inject={"owner": 0, "step": 2, "slot": 0})   # the driver
+    assert (e.value.step, e.value.owners, e.value.slot) == (2, (0, -1), 0)
 
 
 def test_an_existing_cluster_through_its_scheduler_address(client):

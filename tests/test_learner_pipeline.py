@@ -117,7 +117,7 @@ def test_the_pipeline_learner_as_a_file_on_the_command_line(setup, module_ctx, t
 def test_a_pipeline_file_with_the_wrong_sizes_is_refused(setup, tmp_path, monkeypatch):
     from studio.engine.errors import StudioError
     from studio.engine.learner.system import load_system
-    with pytest.raises(StudioError, match="sealed with another key"):        # this test's own user: no receipts
+    with pytest.raises(StudioError, match="sealed in another user folder"):  # this test's own user: no receipts
         load_system(pipeline_file(setup, tmp_path))
     monkeypatch.setenv("SCELLIS_HOME", str(setup["home"]))
     with pytest.raises(StudioError, match=r"k = 6, the workflow's trainable sources \(gain, offset, taps\) hold 7"):

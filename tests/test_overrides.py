@@ -111,7 +111,7 @@ def test_conformance_compiles_and_passes_every_window(ctx):
     assert rep.ok, rep.first_failure_lines()
     assert sorted(rep.overrides["W"]) == ODD_W           # all 16 odd w, each its own pipeline
     assert rep.backward is not None and rep.backward.ok
-    assert rep.to_json()["overrides"] == {"W": ODD_W}
+    assert rep.to_json()["overrides"] == {"W": ODD_W, "RUN": [512]}    # RUN: the declared default of its tunable
 
 
 def test_kernel_right_at_one_window_only_fails_conformance_at_the_others(ctx, pkg_copy):

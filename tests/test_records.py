@@ -277,3 +277,11 @@ def test_the_bounded_reader_refuses_what_is_not_a_regular_file(tmp_path):
     with pytest.raises(StudioError, match="schema"):
         read_record(p, seal, schema="scellis-other/1", what="r", hint="h", max_bytes=1 << 20)
     assert hashlib.sha256(p.read_bytes()).hexdigest()   # written whole, readable
+
+
+def test_a_seal_key_that_cannot_be_created_is_one_error_naming_its_file(tmp_path):
+    (tmp_path / "home").write_text("a file where the user folder should be")
+    seal = Seal(tmp_path / "home")
+    with pytest.raises(StudioError, match="seal key cannot be read: Not a directory") as e:
+        seal.key()
+    assert e.value.file == str(seal.path)

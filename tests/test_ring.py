@@ -12,6 +12,7 @@ from conftest import MEDIAN, copy_package
 from studio.engine.context import Context
 from studio.engine.contract.package import load_package
 from studio.engine.errors import StudioError
+from studio.engine.proof import receipts as receipt_store
 from studio.engine.publish import bar
 from studio.engine.services import actions, publishing
 
@@ -76,7 +77,10 @@ def test_two_machines_exchange_the_story_op_through_a_bare_git_remote(machines, 
     done = publishing.verify_here(b, fetched)
     assert done["card"]["trust"]["level"] == "verified"
     assert bar.proof_state(fetched, profile, b.seal).earned             # B's own receipts, sealed with B's key
-    assert not bar.proof_state(fetched, profile, a.seal).earned         # ...which are foreign to A
+    theirs = receipt_store.receipts(fetched, b.seal)                    # ...which are foreign to A
+    assert theirs and all(receipt_store.verify_receipt(fetched, r, profile, a.seal).status == "foreign"
+                          for _, r in theirs)
+    assert receipt_store.receipt_dir(fetched, a.seal) != receipt_store.receipt_dir(fetched, b.seal)
 
 
 def test_a_single_flipped_byte_in_the_ring_is_refused(machines, tmp_path):

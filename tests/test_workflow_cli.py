@@ -10,7 +10,9 @@ from conftest import BUILTINS, MEDIAN, copy_package
 
 from studio.cli_workflow import main, story_workflow
 from studio.engine.contract.package import load_package
+from studio.engine.home import studio_home
 from studio.engine.proof.receipts import receipt_dir
+from studio.engine.records.seal import Seal
 
 N = 20_000
 
@@ -51,9 +53,14 @@ def test_the_story_workflow_runs_writes_its_plot_and_record_and_verify_reproduce
     assert r["sinks"]["plot"]["file"] == str(png)
     rc, out, err = run(capsys, "workflow", "verify", rec)
     assert rc == 0 and out.strip().endswith("reproduced: every output hash matches the record"), out + err
-    # a record whose output hash is not what the op computes does not verify: exit 1
+    # a record edited by hand is refused, naming the field: exit 2
     r["steps"][2]["outputs"]["y"]["sha256"] = "0" * 64
     rec.write_text(json.dumps(r))
+    rc, out, err = run(capsys, "workflow", "verify", rec)
+    assert rc == 2 and "steps[2].outputs.y.sha256" in err and "edited after it was sealed" in err, out + err
+    # a sealed record whose output hash is not what the op computes does not verify: exit 1
+    r.pop("seal")
+    rec.write_text(json.dumps(Seal(studio_home()).seal(r)))
     rc, out, err = run(capsys, "workflow", "verify", rec)
     assert rc == 1 and "FAIL  step median" in out and "DIFFERS" in out
 

@@ -139,11 +139,13 @@ class Notebook(QWidget):
 
     def reveal_cell(self, key: str) -> None:
         """Bring a cell into view for a run asked from elsewhere (a menu, F5): its header at the top,
-        unless its header is in view already (the user is looking at it)."""
+        unless the cell is in view already (the user is looking at it: its ▶ was clicked)."""
         c = self.cells[key]
         if not c.expanded:
             c.set_expanded(True)
-        if not self.header_in_view(key):
+        top = c.y() - self.scroll.verticalScrollBar().value()
+        seen = min(top + c.height(), self.scroll.viewport().height()) - max(top, 0)
+        if seen < HEADER_PX:
             self.show_cell(key)
 
     def header_in_view(self, key: str) -> bool:

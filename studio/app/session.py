@@ -10,6 +10,7 @@ from PySide6.QtCore import QObject, QTimer, Signal
 from ..engine.context import Context
 from ..engine.contract.package import OpPackage, content_hash, load_package
 from ..engine.errors import StudioError
+from ..engine.trust.code import code_hash
 from ..engine.trust.store import TrustStatus, TrustStore
 from . import snapshots
 from .autosave import AutosaveStore
@@ -21,8 +22,9 @@ AUTOSAVE_MS = 800
 
 
 def trust_status(doc: OpDocument, store: TrustStore) -> TrustStatus:
-    """The engine's trust judgement of the document's *current* content at its folder."""
-    return store.status_of(doc.path, doc.content_hash())
+    """The engine's trust judgement of the document's *current* content at its folder (its Python's
+    reference hash too: a kernel-only edit keeps trust, studio/engine/trust/code.py)."""
+    return store.status_of(doc.path, doc.content_hash(), code=code_hash(doc.content_bytes()))
 
 
 class DocumentSession(QObject):

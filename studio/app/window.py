@@ -149,10 +149,10 @@ class MainWindow(MenusMixin, WindowStateMixin, RecoveryMixin, QMainWindow):
             self.restore_tabs()
         self._current_changed()
         QTimer.singleShot(0, self._help_last)          # Help stays the last menu, whatever features add
-        # --- extensions (publish, learner, shard): one line each below ---
-        from .publish import install_publish; install_publish(self)   # noqa: E702 - the Publish menu
+        from .publish import install_publish; install_publish(self)   # noqa: E702 - extensions, one line each: Publish
         from .learner_view import install_learner; install_learner(self)   # noqa: E702 - the Learner panel
         from .shard_view import install_shard; install_shard(self)   # noqa: E702 - the Sharding panel
+        from .panels.tune import install_tune; install_tune(self)   # noqa: E702 - the Tune panel
 
     def _keep_tabs(self, *_args) -> None:
         self._tabs_timer.start()

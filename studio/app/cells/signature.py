@@ -81,13 +81,21 @@ def decompose(sig) -> tuple[str, list, list, list, list]:
     return sig.name, inputs, params, relations, outputs
 
 
+CARET_SPAN = 56          # characters of a long single-line field shown above the caret
+
+
 def caret_html(text: str, col: int | None) -> str:
     """The text with a caret under ``col`` (1-based), for single-line grammar fields; the caret in
     the palette's error colour."""
     if col is None:
         return ""
+    at = col - 1
+    if len(text) > CARET_SPAN:                    # a long signature shows its stretch around the column:
+        start = max(0, min(at - CARET_SPAN // 2, len(text) - CARET_SPAN))     # it never widens the notebook
+        head, tail = ("…" if start > 0 else ""), ("…" if start + CARET_SPAN < len(text) else "")
+        text, at = head + text[start:start + CARET_SPAN] + tail, at - start + len(head)
     esc = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    return (f"<pre style='margin:0'>{esc}\n{' ' * (col - 1)}<span style='color:{colour('error')}'>^</span></pre>")
+    return (f"<pre style='margin:0'>{esc}\n{' ' * at}<span style='color:{colour('error')}'>^</span></pre>")
 
 
 class SignatureCell(Cell):

@@ -105,9 +105,16 @@ class OverrideConstant:
     value: Expr
     line: int
     col: int
+    candidates: tuple[int | float, ...] = ()     # `tune [..]`: the values `scellis tune` may choose
+    candidates_at: tuple[tuple[int, int], ...] = ()
+
+    @property
+    def tunable(self) -> bool:
+        return bool(self.candidates)
 
     def __str__(self):
-        return f"override {self.name}: {self.dtype} = {self.value}"
+        tune = f" tune [{', '.join(map(str, self.candidates))}]" if self.candidates else ""
+        return f"override {self.name}: {self.dtype} = {self.value}{tune}"
 
 
 @dataclass(frozen=True)
@@ -170,13 +177,17 @@ def _descriptor(tree: Tree, src: Source) -> BindingDescriptor:
     overrides: list[OverrideConstant] = []
     for b in filter(None, tree.children):
         if b.data == "override":
-            name, dtype, value = b.children
+            name, dtype, value, tune = b.children
             if any(o.name == name for o in overrides):
                 raise src.error(f"override '{name}' is already set", name, "set each override once")
             if dtype not in FIELD_PACK:
                 raise src.error(f"unknown override dtype '{dtype}'", dtype,
                                 f"the override dtypes are {', '.join(FIELD_PACK)}")
-            overrides.append(OverrideConstant(str(name), str(dtype), build(value, src), *src.pos(name)))
+            o = OverrideConstant(str(name), str(dtype), build(value, src), *src.pos(name))
+            if tune is not None:
+                from .tunables import candidates     # the `tune [..]` rules: studio/engine/contract/tunables.py
+                o = candidates(o, tune, src)
+            overrides.append(o)
             continue
         group, binding, name, kind = b.children
         at = src.at(b.meta.line, b.meta.column)

@@ -38,8 +38,8 @@ def check_user_id(op_id: str, *, field: str = "id") -> None:
     shipped in the product's builtin folder). Naming only; nothing at run time asks it."""
     oid = OpId.parse(op_id, field=field)
     if oid.namespace == BUILTIN_NAMESPACE:
-        raise StudioError(f"{op_id}: the namespace {BUILTIN_NAMESPACE}/ is the builtins' own; a user's op takes another",
-                          field=field, hint=f"use your own namespace, e.g. user/you/{oid.name}@{oid.version}")
+        raise StudioError(f"{op_id}: the namespace {BUILTIN_NAMESPACE}/ is the builtins' own; "
+                          "a user's op takes another", field=field, hint=f"use your own namespace, e.g. user/you/{oid.name}@{oid.version}")
 
 
 def _package_of(real: Path) -> Path | None:

@@ -51,6 +51,7 @@ class KernelSpec:
     entry: str
     workgroup_size: int
     invocations: Expr
+    written: Expr | None = None       # invocations as written, when it names a constant override (tunables.py)
 
 
 @dataclass
@@ -145,6 +146,8 @@ def build_contract(m: Manifest) -> Contract:
         composite=composite,
     )
     contract.sharding = read_sharding(m, contract.signature)     # [sharding] (docs/bf16.md)
+    from .tunables import bind_invocations
+    bind_invocations(contract)          # `cdiv(n, RUN)`: constant overrides bound (docs/performance.md)
     return contract
 
 

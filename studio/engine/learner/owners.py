@@ -72,6 +72,7 @@ class StepOutcome:
     paths: list[str] = field(default_factory=list)      # per owner: the path its contributions ran on
     owner_s: float = 0.0                                 # the slowest owner's own compute in this step's call
     driver_s: float = 0.0                                # the driver's tree, mean, update and hash
+    send_s: float = 0.0                                  # ... of which before the calls went out (tree, mean)
 
 
 class Owners:
@@ -120,19 +121,21 @@ class Owners:
         self.root, self.blocks = combine.plan(system)
         self.params, self.state = np.array(params, np.float32), np.array(state, np.float32)
         c, tag = self.client, os.urandom(4).hex()
-        futures = []
+        futures, self._shards = [], []                          # the shards held until their actors exist
         for o, a in enumerate(self.addresses):
             shard = c.scatter(np.ascontiguousarray(system.samples[combine.owner_order(system, o)]), workers=[a],
                               hash=False)
             futures.append(c.submit(Resident, system.contribution, system.update, shard, self.blocks[o],
                                     system.precision, system.rate, self.params, self.state, workers=[a],
                                     allow_other_workers=False, actor=True, key=f"learner-owner{o}-{tag}"))
+            self._shards.append(shard)
         self._holders = futures
-        self._actors = self._wait(futures, 0)
+        self._actors = self._wait(futures, 0, "starting the owners")
+        self._shards = []
         self.paths = self._wait([a.path() for a in self._actors], 0)
         self._sums = [s for _, s, _ in self._wait([a.advance(None, None, True) for a in self._actors], 1)]
 
-    def _wait(self, futures, step: int) -> list:
+    def _wait(self, futures, step: int, what: str = "an owner's call") -> list:
         """Every future's result (Dask futures, or actor calls, awaited together in one trip through
         the client's event loop), looking every WAIT_S for owners that went away. Nothing is
         cancelled by the wait itself (a cancelled await would reach dask's sync as a BaseException)."""
@@ -149,7 +152,7 @@ class Owners:
                 self._check(step)
             if isinstance(bad[0], Exception):
                 raise bad[0]
-            raise RuntimeError(f"an owner's call ended with {type(bad[0]).__name__}: {bad[0]}")
+            raise RuntimeError(f"{what} ended with {type(bad[0]).__name__}: {bad[0]!r}")
         return [got[i][1] for i in range(len(futures))]
 
     def _check(self, step: int) -> None:
@@ -169,7 +172,7 @@ class Owners:
         for o, sums in enumerate(self._sums):
             values.update(zip(self.blocks[o], sums))
         mu = combine.mean(combine.evaluate_plan(self.root, values), int(sysm.samples.shape[0]))
-        calls = []
+        calls, sent = [], time.perf_counter()
         for o, actor in enumerate(self._actors):
             inj = inject.get("slot") if inject and inject.get("owner") == o and inject.get("step") == step else None
             try:
@@ -190,7 +193,7 @@ class Owners:
         self.params, self.state = params, state
         self._sums = [s for _, s, _ in got]
         return StepOutcome(params, state, mu, hashes, time.perf_counter() - t0, list(self.paths),
-                           max((x for _, _, x in got), default=0.0), t1 - t0)
+                           max((x for _, _, x in got), default=0.0), t1 - t0, sent - t0)
 
     def _disagree(self, step: int, hashes: list[str], driver=None):
         reps = self._wait([a.replica() for a in self._actors], step)

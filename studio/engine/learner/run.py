@@ -28,6 +28,7 @@ class StepRecord:
     seconds: float
     paths: list[str] = field(default_factory=list)     # per owner: where its contributions ran ("cpu (numpy)")
     split: dict = field(default_factory=dict)          # seconds: "owners" (slowest owner's call), "driver"
+                                                       # (its part; all but "before_calls" overlaps the owners)
 
 
 @dataclass
@@ -146,8 +147,9 @@ def learn(system: System, *, client=None, owners: int | None = None, scheduler: 
             params, state = out.params, out.state
             metric = float(np.linalg.norm(out.mean.astype(np.float64)))
             metrics.append(metric)
+            split = {"owners": out.owner_s, "driver": out.driver_s, "before_calls": out.send_s}
             rec = StepRecord(step, metric, len(set(out.hashes)) == 1, out.hashes, list(team.addresses),
-                             system.shares, out.seconds, out.paths, {"owners": out.owner_s, "driver": out.driver_s})
+                             system.shares, out.seconds, out.paths, split)
             records.append(rec)
             if step % max(1, checkpoint_every) == 0 or step == total:
                 last = ckpt.Checkpoint.of(system, step, params, state, metrics)

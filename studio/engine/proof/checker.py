@@ -109,6 +109,11 @@ def check_package(ctx: Context, pkg: OpPackage, *, compile_kernel: bool = True) 
         if c.backward_kernel is not None and not errs:
             step("backward kernel compiles and its bindings agree with [backward] bindings (wgpu's validator)",
                  check_backward_kernel(pkg, device=dev))
+    if c.kernel is not None and any(o.tunable for o in c.bindings.overrides):
+        from .tunables_check import check_candidates
+        dev = ctx.device if compile_kernel and not rep.errors else None
+        step("tune candidates launch within the adapter's limits" + (" and compile" if dev else ""),
+             check_candidates(pkg, dev.profile.limits if dev else {}, dev))
     return rep
 
 

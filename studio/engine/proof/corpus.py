@@ -3,9 +3,11 @@
 Deterministic for a given identity (generator version, seed, large, fold size): the same cases,
 bit for bit, on every machine; their content hash goes into the receipt. What it covers
 (docs/verification.md): every size class the signature admits (the minimum, boundaries, random,
-optionally 10⁶ and the engine's own 2-D launch fold), every value kind the input domains admit
-(magnitudes up to the float maximum where `finite` allows), float parameters at their boundaries,
-tiny, huge and random, and every value of a small parameter domain with every value kind."""
+and the large sizes sizes.py plans: each kernel's own 2-D launch fold, a size near 10⁶), every
+value kind the input domains admit (magnitudes up to the float maximum where `finite` allows),
+every float input in every band of binades and around its kinks (bands.py), float parameters at
+their boundaries, tiny, huge and random, and every value of a small parameter domain with every
+value kind."""
 from __future__ import annotations
 
 import hashlib

@@ -3,6 +3,7 @@ share one and nothing is written into the install:
 
     receipts/<package content hash>/<GPU profile id>.json   conformance receipts
     receipts/<package content hash>/gradcheck.json           the gradcheck receipt
+    tuning/<package content hash>/<GPU profile id>.json     tuning records (tunable overrides)
     cache/reference/<reference hash>/...                     cached reference results
 
 Checkpoints and provenance records go where the user names them (inside the output folder) and are
@@ -39,3 +40,13 @@ def gradcheck_path(home: Path, content_hash: str) -> Path:
 
 def cache_folder(home: Path, kind: str) -> Path:
     return Path(home) / "cache" / kind
+
+
+def tuning_path(home: Path, content_hash: str, profile_id: str) -> Path:
+    """tuning/<package content hash>/<GPU profile id>.json: the sealed tuning record (issue 30)."""
+    if not _HEX64.fullmatch(content_hash):
+        raise ValueError(f"not a content hash: {content_hash!r}")
+    if not _PROFILE_ID.fullmatch(profile_id):
+        raise StudioError("gpu_profile.id is not a GPU profile id", field="gpu_profile.id",
+                          hint="the id names the tuning record's file: letters, digits, - and _")
+    return Path(home) / "tuning" / content_hash / f"{profile_id}.json"

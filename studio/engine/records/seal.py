@@ -8,6 +8,7 @@ machine, the exchange ring, a hand-written file); one whose seal names this key 
 is ``forged``. Neither ever counts here (docs/receipt.md)."""
 from __future__ import annotations
 
+import errno
 import hashlib
 import hmac
 import os
@@ -91,19 +92,23 @@ class Seal:
     def _create(self) -> bytes:
         """A new key, crash-safely: written and fsynced in a private temp file, then linked into
         place (link never replaces: if another process made the key first, theirs is used)."""
-        self.home.mkdir(parents=True, exist_ok=True)
         key = secrets.token_bytes(32)
         tmp = self.home / f".{KEY_FILE}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)  # atomic-ok: linked below
         try:
-            os.write(fd, key)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        try:
+            self.home.mkdir(parents=True, exist_ok=True)
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)  # atomic-ok: linked below
+            try:
+                if os.write(fd, key) != len(key):
+                    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+                os.fsync(fd)
+            finally:
+                os.close(fd)
             os.link(tmp, self.path)
         except FileExistsError:
             return self._read()
+        except OSError as e:
+            raise StudioError(f"cannot create the seal key: [Errno {e.errno}] {e.strerror or e}", file=str(self.path),
+                              hint="free some space or make the user folder writable ($SCELLIS_HOME)") from None
         finally:
             tmp.unlink(missing_ok=True)
         return key

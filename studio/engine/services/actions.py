@@ -172,6 +172,8 @@ def run(ctx: Context, pkg: OpPackage, *, inputs: dict | None = None, params: dic
             check_input(np.asarray(inputs[t.name]), t)
     if require_receipt:
         require_proof(ctx, pkg, progress=progress, inputs=inputs or {}, params=params or {})
+    from .tuning import tuned       # a sealed tuning record's proven winner for this GPU profile, else the default
+    pkg, _ = tuned(ctx, pkg, params)
     return run_op(ctx, pkg, inputs or {}, params or {}, budget_bytes=budget_bytes)
 
 

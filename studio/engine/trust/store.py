@@ -218,7 +218,6 @@ class TrustStore:
                     except StudioError:
                         continue
                     out[pkg.hash] = str(pkg.root)
-                    out.setdefault(code_hash(pkg.files), str(pkg.root))
             self._products = out
         return self._products
 
@@ -228,7 +227,9 @@ class TrustStore:
     def status_of(self, root: Path | None, hash_: str, *, code: str | None = None) -> TrustStatus:
         """The trust of a folder's content, also for a draft that does not load yet (``root`` None:
         an untitled document, judged by its content alone). ``code``: its reference hash (code.py),
-        which admits it when that Python was trusted, authored or shipped, whatever else changed."""
+        which admits it when that Python was trusted or authored here, whatever else changed. (The
+        ``product`` level stays by whole content: a package from elsewhere is untrusted until
+        someone here trusts it, even when its Python is a shipped package's.)"""
         for base in PRODUCT_ROOTS if root is not None else ():
             if _inside(Path(root), base):
                 return TrustStatus("product", f"shipped with Scellis Studio ({base.name}/)")
@@ -244,9 +245,6 @@ class TrustStore:
             how = "authored on this machine" if entry["kind"] == "authored" else "trusted by you"
             return TrustStatus(entry["kind"], f"its Python reference was {how} ({entry.get('at', '?')}); "
                                               f"only kernels or other non-code fields changed since")
-        same = self.product_hashes().get(code) if code else None
-        if same:
-            return TrustStatus("product", f"its Python reference is byte for byte that of the shipped package {same}")
         here = str(Path(root).resolve()) if root is not None else None
         earlier = [e for e in self._read().values() if here is not None and e.get("path") == here]
         why = ("it changed since it was last trusted or saved here" if earlier else

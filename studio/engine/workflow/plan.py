@@ -79,6 +79,7 @@ class StepPlan:
     outputs: dict[str, Value]
     verification: Verification
     verify_s: float = 0.0            # the time the lookup's verification took
+    tuning: dict = field(default_factory=dict)   # tunable overrides: the values that run (proof/tuning_record.py)
 
     @property
     def badge(self) -> dict:
@@ -209,8 +210,10 @@ def _plan_step(ctx: Context, plan: Plan, step: Step) -> None:
     outputs = {t.name: Value(tuple(out_shapes[t.name]), t.dtype) for t in sig.outputs}
     t0 = time.perf_counter()
     verification = verify_op(ctx, pkg)
+    from ..proof.tuning_record import tuned_for      # this GPU profile's proven winner, else the default
+    pkg, tuning = tuned_for(pkg, ctx.device.profile.id, ctx.seal, step.params)
     plan.steps[step.name] = StepPlan(step.name, step, pkg, dict(step.inputs), dict(step.params), outputs,
-                                     verification, time.perf_counter() - t0)
+                                     verification, time.perf_counter() - t0, tuning)
     for o, v in outputs.items():
         plan.values[f"{step.name}.{o}"] = v
 

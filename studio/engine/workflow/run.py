@@ -47,6 +47,7 @@ class StepResult:
         p = self.plan
         return {"name": self.name, "op": p.pkg.id, "ref": p.step.op, "package_hash": p.pkg.hash,
                 "receipt": p.verification.to_json(), "params": dict(p.params),
+                **({"tuning": dict(p.tuning)} if p.tuning else {}),      # which tunable values ran, and why
                 "inputs": {k: {"from": v, **run.digests[v]} for k, v in self.inputs.items()},
                 "outputs": {k: {"value": v, **run.digests[v]} for k, v in self.outputs.items()},
                 "seconds": {"verify": round(p.verify_s, 6), "compile": round(self.timing.compile_s, 6),

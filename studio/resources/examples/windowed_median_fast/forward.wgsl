@@ -9,7 +9,7 @@
 // the first position not below it; the newest follows every equal value, so it is inserted after
 // them. The middle element is then the one the story kernel's stable insertion sort picks.
 override W: u32;                 // the window (1..31, odd), one pipeline per value
-override RUN: u32 = 512u;        // outputs per invocation (see docs/performance.md)
+override RUN: u32 = 512u;        // outputs per invocation: tunable per GPU (`tune [..]` in the bindings, `scellis tune`)
 
 struct Params {
     n: u32,
