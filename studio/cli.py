@@ -206,6 +206,15 @@ def _legacy_receipts(pkg) -> None:
         print(note, file=sys.stderr)
 
 
+def _first_failure_line(note: dict) -> str:
+    return f"first failure (the rest of the corpus runs on): {note.get('text', '')}"
+
+
+def _first_failure(note: dict) -> None:
+    """Printed the moment the worker judges the first failing case, before the whole verdict."""
+    print(_first_failure_line(note), file=sys.stderr, flush=True)
+
+
 def cmd_conform(args) -> int:
     pkg = _catalog(args).resolve(args.target)
     _legacy_receipts(pkg)
@@ -213,14 +222,14 @@ def cmd_conform(args) -> int:
                    receipt=not args.no_receipt)
     with _worker(args.timeout) as worker:
         if args.json or not sys.stderr.isatty():
-            out = worker.call("conform", budget_s=args.timeout, **request)
+            out = worker.call("conform", budget_s=args.timeout, on_note=None if args.json else _first_failure, **request)
         else:
             from rich.progress import Progress
             with Progress(transient=True) as bar:
                 task = bar.add_task(f"conformance {pkg.id}", total=None)
                 out = worker.call("conform", budget_s=args.timeout,
                                   progress=lambda done, total: bar.update(task, completed=done, total=total),
-                                  **request)
+                                  on_note=lambda d: bar.console.print(_first_failure_line(d)), **request)
     if args.json:
         print(json.dumps({k: v for k, v in out.items() if k != "lines"}, indent=2))
     else:

@@ -61,6 +61,7 @@ def test_go_to_puts_the_header_at_the_top_and_the_box_follows(qtbot):
         win.resize(1024, 700)
         view = win.open_path(FIRST_DRAFT)
         nb = view.notebook
+        wait_checked(qtbot, view)                                    # (its messages settle the cells' heights)
         qtbot.wait(50)
         for key in ("tolerance", "kernel", "op"):
             i = nb.jump_box.findData(key)

@@ -230,3 +230,50 @@ def test_the_studio_keeps_trust_for_a_kernel_edit_of_a_trusted_package(ctx, tmp_
     assert doc.content_hash() != load_package(root).hash and trust_status(doc, ctx.trust).ok
     doc.set(FILE + doc.reference_file, files["reference.py"] + "\n# typed Python\n")
     assert not trust_status(doc, ctx.trust).ok
+
+
+# ------------------------------------------------------------------ the first failure reaches the Studio at once
+@pytest.mark.slow
+def test_the_first_failure_reaches_the_front_end_before_the_result_through_the_worker(qtbot):
+    """The worker sends the first failing case as a note the moment it is judged; the Studio's
+    Conformance cell shows it while the rest of the corpus still runs; a passing op sends none."""
+    import time
+
+    from studio.app.panels.conformance import ConformancePanel
+    from studio.app.worker_bridge import DeviceWorkers
+
+    workers = DeviceWorkers()
+    panel = ConformancePanel(8)
+    qtbot.addWidget(panel)
+    notes, shown = [], []
+    try:
+        job = workers.submit("proof", "conform", target=str(FIRST_DRAFT), receipt=False)
+        job.note.connect(lambda d: (notes.append((time.perf_counter(), d)), panel.on_note(d),
+                                    shown.append(panel.summary.text())))
+        done = []
+        job.succeeded.connect(lambda rep: done.append((time.perf_counter(), rep)))
+        qtbot.waitUntil(lambda: bool(done), timeout=180_000)
+        assert done[0][1]["verdict"] == "fail"
+        assert len(notes) == 1 and notes[0][1]["kind"] == "first_failure" and "never written" in notes[0][1]["text"]
+        assert notes[0][0] < done[0][0]                      # shown before the whole corpus finished
+        assert shown[0].startswith("first failure (the rest of the corpus is still running)")
+        assert panel.chip.text() == "FAIL…"
+        good = workers.submit("proof", "conform", target=str(MEDIAN), receipt=False)
+        later = []
+        good.note.connect(later.append)
+        ok = []
+        good.succeeded.connect(ok.append)
+        qtbot.waitUntil(lambda: bool(ok), timeout=300_000)
+        assert ok[0]["verdict"] == "pass" and later == []    # negative control: nothing to stream
+    finally:
+        workers.close()
+
+
+@pytest.mark.slow
+def test_the_cli_prints_the_first_failure_before_the_report(tmp_path):
+    import subprocess
+    import sys
+    r = subprocess.run([sys.executable, "-m", "studio.cli", "conform", str(FIRST_DRAFT), "--no-receipt"],
+                       capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert r.returncode == 1 and r.stderr.startswith("first failure (the rest of the corpus runs on): case 0"), r.stderr
+    assert "FAIL" in r.stdout

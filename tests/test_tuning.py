@@ -351,3 +351,23 @@ def test_when_every_candidate_fails_nothing_is_recorded_and_the_exit_is_1(tmp_pa
     assert r.stdout.count("FAILS conformance: never timed, never chosen") == 2
     assert "no candidate passes conformance: nothing recorded" in r.stdout
     assert not (_isolated_home / "tuning").exists()
+
+
+@pytest.mark.slow
+def test_the_fast_median_is_tuned_recorded_and_used_by_a_run(tmp_path, _isolated_home):
+    """The issue's "done when", on two of its candidates: each proven on the whole corpus, timed,
+    the winner recorded for class w=7, and `scellis run --param w=7` says it ran it, proven."""
+    r = _scellis(_isolated_home, "tune", "user/demo/windowed_median_fast@1", "--param", "w=7", "--only",
+                 "RUN=256,512", "--size", 20000, "--repeats", 1, "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert [c["values"]["RUN"] for c in out["candidates"]] == [512, 256]          # the declared default first
+    assert all(c["proven"] and c["cases"] > 300 for c in out["candidates"])
+    assert out["class"] == "w=7" and Path(out["record"]).is_file()
+    x = tmp_path / "x.npy"
+    np.save(x, np.random.default_rng(0).standard_normal(3000).astype(np.float32))
+    r = _scellis(_isolated_home, "run", "user/demo/windowed_median_fast@1", "--param", "w=7", "--input", x)
+    assert r.returncode == 0, r.stderr
+    assert f"RUN={out['winner']['RUN']} (tuned on this GPU profile, class w=7; proven by conformance" in r.stderr
+    r = _scellis(_isolated_home, "run", "user/demo/windowed_median_fast@1", "--param", "w=5", "--input", x)
+    assert "RUN=512 (declared default: the tuning record has no class w=5 or *)" in r.stderr

@@ -39,6 +39,7 @@ class ProofController(QObject):
         job = self.workers.submit("proof", self.request, prepare=self.session.target(), **kwargs)
         self.job = job
         job.progress.connect(self.panel.on_progress)
+        job.note.connect(self.panel.on_note)
         job.succeeded.connect(lambda rep: self._done(job, rep))
         job.failed.connect(self.panel.show_error)
         job.cancelled.connect(lambda: self.panel.stopped("cancelled", "warn"))

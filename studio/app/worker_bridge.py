@@ -70,6 +70,7 @@ def _studio_client(*, budget_s: float):
 class DeviceJob(QObject):
     progress = Signal(int, int)
     value = Signal(int, float)       # a number a step produced with its progress (a training loss)
+    note = Signal(object)            # an event before the result (conformance's first failure), a dict
     succeeded = Signal(object)
     failed = Signal(object)
     cancelled = Signal()
@@ -184,7 +185,8 @@ class DeviceWorkers(QObject):
                 args = {**kwargs, **(extra or {})}
                 client = self.client(lane)
                 try:
-                    result = client.call(request, budget_s=budget_s or self.budgets[lane], progress=progress, **args)
+                    result = client.call(request, budget_s=budget_s or self.budgets[lane], progress=progress,
+                                         on_note=job.note.emit, **args)
                 finally:
                     background_priority(getattr(client, "pid", None))   # threads started during the call
                 return "succeeded", result

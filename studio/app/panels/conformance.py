@@ -170,6 +170,13 @@ class ConformancePanel(JobPanel):
         self.set_status("running", "busy")
         self.summary.setText("running the corpus on the device…")
 
+    def on_note(self, event: dict) -> None:
+        """The first failing case, the moment the engine judged it; the rest of the corpus runs on."""
+        if isinstance(event, dict) and event.get("kind") == "first_failure":
+            self.set_status("FAIL…", "error")
+            text = str(event.get("text", ""))[:400].replace("&", "&amp;").replace("<", "&lt;")
+            self.summary.setText(f"first failure (the rest of the corpus is still running): {text}")
+
     def stopped(self, why: str, kind: str = "idle") -> None:
         self.run_button.setEnabled(True)
         self.cancel_button.setEnabled(False)

@@ -22,6 +22,9 @@ class JobPanel(Cell):
             self.progress.setValue(done)
             self.progress.setTextVisible(True)
 
+    def on_note(self, event: dict) -> None:
+        """An event the worker sent before the result; panels that show one override this."""
+
     def stopped(self, text: str, kind: str) -> None:
         self.run_button.setEnabled(True)
         self.cancel_button.setEnabled(False)

@@ -87,9 +87,11 @@ def check(ctx: Context, pkg: OpPackage) -> dict:
 
 
 def conform(ctx: Context, pkg: OpPackage, *, seed: int = 0, large: bool = False, case: int | None = None,
-            receipt: bool = True, progress=None, mutants: int | None = None) -> dict:
+            receipt: bool = True, progress=None, mutants: int | None = None, on_failure=None) -> dict:
+    """``on_failure(failure)``: called the moment the first failing case is judged (the rest run on)."""
     mutants = (mutation.DEFAULT_COUNT if case is None else 0) if mutants is None else mutants
-    rep = run_conformance(ctx, pkg, seed=seed, large=large, only_case=case, progress=progress, mutants=mutants)
+    rep = run_conformance(ctx, pkg, seed=seed, large=large, only_case=case, progress=progress, mutants=mutants,
+                          on_failure=on_failure)
     out = rep.to_json()
     if receipt:
         path = earn_conformance_receipt(pkg, rep, full_corpus=case is None, seal=ctx.seal)

@@ -36,6 +36,7 @@ class Request:
     ctx: object                          # studio.engine.context.Context
     progress: Callable[[int, int], None]
     announce: Callable[[object], None]   # the package being worked on, so a timeout can name it
+    note: Callable[[dict], None] | None = None   # a small JSON-able event the front end shows at once
 
 
 @dataclass
@@ -213,6 +214,11 @@ def child_main(conn, handlers: dict[str, str], life: Lifeline | None = None) -> 
     def announce(pkg):
         send(("op", rid, pkg.id, pkg.hash, pkg.kernel_path))
 
+    def note(event: dict):
+        """An event for the front end now (conformance's first failure), before the result."""
+        watchdog.touch()
+        send(("note", rid, dict(event)))
+
     while True:
         try:
             msg = conn.recv()
@@ -230,7 +236,7 @@ def child_main(conn, handlers: dict[str, str], life: Lifeline | None = None) -> 
                 raise StudioError(f"the device worker has no request '{kind}'", field="request",
                                   hint="known: " + ", ".join(sorted(handlers)))
             ctx = contexts.get(kwargs.pop("ops_path", None))
-            result = _load(spec)(Request(ctx, progress, announce), **kwargs)
+            result = _load(spec)(Request(ctx, progress, announce, note), **kwargs)
             reply = ("ok", rid, pack(result, segments))
         except StudioError as e:
             reply = ("error", rid, e.to_dict())

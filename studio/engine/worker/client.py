@@ -220,7 +220,7 @@ class WorkerClient:
             except (ValueError, OSError):
                 pass
 
-    def call(self, request: str, /, *, budget_s: float | None = None, progress=None, **kwargs):
+    def call(self, request: str, /, *, budget_s: float | None = None, progress=None, on_note=None, **kwargs):
         budget = float(budget_s if budget_s is not None else max(self.budget_s, self.kind_budgets.get(request, 0.0)))
         with self._call_lock:
             self._ensure()
@@ -284,6 +284,10 @@ class WorkerClient:
                         deadline = time.monotonic() + budget        # a sign of life
                         if progress is not None:
                             progress(*msg[2:])             # (done, total) or (done, total, value)
+                    elif tag == "note":
+                        deadline = time.monotonic() + budget        # a sign of life too
+                        if on_note is not None:
+                            on_note(msg[2])                # e.g. {"kind": "first_failure", "text": ...}
                     elif tag == "op":
                         op, op_file = msg[2], msg[4]
                     elif tag == "ok":

@@ -24,8 +24,11 @@ def run(req: Request, *, target: str, inputs: dict | None = None, params: dict |
 
 def conform(req: Request, *, target: str, seed: int = 0, large: bool = False, case: int | None = None,
             receipt: bool = True):
+    def first_failure(f):
+        if req.note is not None:
+            req.note({"kind": "first_failure", "text": f.describe()})
     return actions.conform(req.ctx, _pkg(req, target), seed=seed, large=large, case=case, receipt=receipt,
-                           progress=req.progress)
+                           progress=req.progress, on_failure=first_failure)
 
 
 def check(req: Request, *, target: str):
