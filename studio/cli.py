@@ -138,9 +138,7 @@ def cmd_run(args) -> int:
             _warn_unproven(pkg, profile["id"])
         outs = worker.call("run", target=str(pkg.root), inputs=inputs, params=params, budget_bytes=args.budget,
                            require_receipt=args.require_receipt)
-    from .engine.services.tuning import run_tuning_line      # which tunable values ran (docs/performance.md)
-    if (tuning := run_tuning_line(pkg, profile["id"], params)) is not None:
-        print(tuning, file=sys.stderr)
+    from .cli_tune import say_tuning; say_tuning(pkg, profile["id"], params)   # noqa: E702 - which tunable values ran
     for name, path in targets.items():
         save_array(path, outs[name])
         print(f"wrote {path}  ({name}: {outs[name].shape} {outs[name].dtype})")
@@ -206,13 +204,9 @@ def _legacy_receipts(pkg) -> None:
         print(note, file=sys.stderr)
 
 
-def _first_failure_line(note: dict) -> str:
-    return f"first failure (the rest of the corpus runs on): {note.get('text', '')}"
-
-
 def _first_failure(note: dict) -> None:
     """Printed the moment the worker judges the first failing case, before the whole verdict."""
-    print(_first_failure_line(note), file=sys.stderr, flush=True)
+    print(f"first failure (the rest of the corpus runs on): {note.get('text', '')}", file=sys.stderr, flush=True)
 
 
 def cmd_conform(args) -> int:
@@ -229,7 +223,7 @@ def cmd_conform(args) -> int:
                 task = bar.add_task(f"conformance {pkg.id}", total=None)
                 out = worker.call("conform", budget_s=args.timeout,
                                   progress=lambda done, total: bar.update(task, completed=done, total=total),
-                                  on_note=lambda d: bar.console.print(_first_failure_line(d)), **request)
+                                  on_note=_first_failure, **request)
     if args.json:
         print(json.dumps({k: v for k, v in out.items() if k != "lines"}, indent=2))
     else:

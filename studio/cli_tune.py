@@ -58,6 +58,15 @@ def cmd_tune(args) -> int:
     return EXIT_OK if r["winner"] is not None else EXIT_FAILED
 
 
+def say_tuning(pkg, profile_id: str, params: dict) -> None:
+    """After `scellis run`: which values of the op's tunable overrides ran, and whether tuned and proven."""
+    import sys
+
+    from .engine.services.tuning import run_tuning_line
+    if (line := run_tuning_line(pkg, profile_id, params)) is not None:
+        print(line, file=sys.stderr)
+
+
 def add_commands(sub) -> None:
     """Registers `scellis tune` on the `scellis` subparsers."""
     p = sub.add_parser("tune", help="prove, then time, every candidate of an op's tunable overrides on this GPU")
