@@ -95,8 +95,12 @@ def test_save_goes_through_the_engine_and_loads_back(doc, tmp_path):
     assert pkg.contract.summary == "Edited summary" and pkg.hash == doc.content_hash()
     assert not list(dest.glob(".*.tmp"))
     assert ctx.trust.status(pkg).level == "authored"            # the engine's save records what it wrote
-    # without a context (code that was not runnable here): the same writer, nothing recorded
+    # a non-code edit keeps the trust of its Python (trust follows the reference only)
     doc.set("field:summary", "Edited again", None)
+    save_document(doc, tmp_path / "again")
+    assert ctx.trust.status(load_package(tmp_path / "again")).level == "authored"
+    # without a context (code that was not runnable here): the same writer, nothing recorded
+    doc.set("file:reference.py", doc.text("reference.py") + "\n# an edit of the Python\n", None)
     save_document(doc, tmp_path / "other")
     assert ctx.trust.status(load_package(tmp_path / "other")).level == "untrusted"
 

@@ -2,6 +2,7 @@
 the license validated as you type and the missing public-bar fields; the card view; Fork; the Ring
 panel browsing, fetching, trusting and re-verifying through a real device worker."""
 import os
+import shutil
 
 import pytest
 from conftest import MEDIAN, copy_package
@@ -85,7 +86,8 @@ def test_fork_from_the_studio_records_lineage(qtbot, pkg_copy, gui_ctx, tmp_path
 def test_ring_panel_browses_fetches_trusts_and_reverifies(qtbot, tmp_path, gui_ctx, workers):
     a_home = tmp_path / "A"
     a = Context.open(home=a_home, hosts=gui_ctx.hosts)
-    root = copy_package(MEDIAN, a_home / "ops" / "wm")
+    root = a_home / "ops" / "wm"                    # authored in A's folder only, not in the fetching user's
+    shutil.copytree(MEDIAN, root, ignore=shutil.ignore_patterns("receipts", "__pycache__"))
     a.trust.record_authored(load_package(root).hash, path=root.resolve())
     ring = tmp_path / "ring"
     publishing.ring_add(a, "shared", str(ring))
