@@ -54,3 +54,19 @@ def test_opening_and_closing_tabs_is_quiet(qtbot):
         qtbot.wait(20)
     finally:
         dispose(win)
+
+
+def test_a_catalog_scan_that_lands_after_its_window_closed_is_dropped(qtbot):
+    """The worker's catalog reply arrived after the window (and its catalog's chips) were deleted:
+    'Internal C++ object (Chip) already deleted' in a later test. The panel now drops it."""
+    import shiboken6
+
+    from studio.app.catalog_panel import CatalogPanel
+    from studio.app.catalog_scan import scan
+    cards = scan([], "p")                                        # the real scan's cards (no device needed)
+    panel = CatalogPanel()
+    panel.set_cards(cards, "p")
+    shiboken6.delete(panel)
+    panel.set_cards([dict(c, receipt="valid") for c in cards], "p")     # dropped, no RuntimeError
+    panel.scan_failed("late")
+    assert not shiboken6.isValid(panel)

@@ -4,6 +4,7 @@ GPU profile. The examples that fail on purpose (the story's first draft, the neg
 medians) sit in their own group under Examples, never among the user's ops."""
 from __future__ import annotations
 
+import shiboken6
 from PySide6.QtCore import QSize, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QGuiApplication
 from PySide6.QtWidgets import (
@@ -160,7 +161,10 @@ class CatalogPanel(QWidget):
                 it.setSizeHint(0, QSize(width, card.layout().totalHeightForWidth(width)))
 
     def set_cards(self, cards: list[dict], profile: str | None = None) -> None:
-        """Show the catalog. When only receipt statuses changed, only those chips are touched."""
+        """Show the catalog. When only receipt statuses changed, only those chips are touched. A scan
+        that lands after the panel was deleted (its window closed) is dropped."""
+        if not shiboken6.isValid(self):
+            return
         ops = [c for c in cards if "problem" not in c]
         same = (len(ops) == len(self.cards) and
                 all(d["id"] in self.cards and _layout(self.cards[d["id"]].data) == _layout(d) for d in ops))
@@ -199,6 +203,10 @@ class CatalogPanel(QWidget):
     def _count(self, key: str) -> int:
         g = self.groups[key]
         return sum(1 for i in range(g.childCount()) if self.tree.itemWidget(g.child(i), 0) is not None)
+
+    def scan_failed(self, err) -> None:
+        if shiboken6.isValid(self):
+            self.status.setText(f"catalog: {getattr(err, 'message', err)}")
 
     def _status(self, cards: list[dict], profile: str | None) -> None:
         from .style import colour

@@ -359,7 +359,7 @@ class MainWindow(MenusMixin, WindowStateMixin, RecoveryMixin, QMainWindow):
         pid = self.profile.get("id") if self.profile else None
         job = self.workers.submit("edit", "catalog", supersede="catalog", roots=roots, profile_id=pid)
         job.succeeded.connect(lambda cards: self.catalog.set_cards(cards, pid))
-        job.failed.connect(lambda e: self.catalog.status.setText(f"catalog: {getattr(e, 'message', e)}"))
+        job.failed.connect(self.catalog.scan_failed)
 
     def _ask_profile(self) -> None:
         job = self.workers.submit("edit", "profile")

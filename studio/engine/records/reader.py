@@ -144,6 +144,8 @@ def schema_problem(doc, struct) -> tuple[str, str] | None:
         if missing:
             where = f"{where}.{missing.group(1)}" if where else missing.group(1)
         return where or "(the record)", _AT.sub("", msg)
+    except UnicodeEncodeError:                 # "\ud800": valid JSON text, not valid Unicode
+        return "(the record)", "a string holds a lone surrogate (\\ud800-\\udfff), which is not Unicode"
     return None
 
 

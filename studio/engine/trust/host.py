@@ -65,8 +65,10 @@ _SYSTEM_READS = ("/usr/bin", "/bin", "/usr/lib", "/usr/lib64", "/usr/lib32", "/l
 
 def read_roots() -> list[str]:
     """Where a host may read: the Python runtime (its prefixes: the standard library and the
-    site-packages numpy loads from) and the system's shared libraries."""
-    roots = [sys.base_prefix, sys.prefix, sys.base_exec_prefix, sys.exec_prefix, *_SYSTEM_READS]
+    site-packages numpy loads from, and any other site-packages on its path, e.g. one a ``.pth``
+    line or a system-site-packages venv adds) and the system's shared libraries."""
+    sites = [p for p in sys.path if p and os.path.isabs(p) and os.path.basename(p) in ("site-packages", "dist-packages")]
+    roots = [sys.base_prefix, sys.prefix, sys.base_exec_prefix, sys.exec_prefix, *sites, *_SYSTEM_READS]
     out = []
     for r in roots:
         r = os.path.realpath(r)
