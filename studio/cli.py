@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .cli_args import EXIT_FAILED, EXIT_OK, EXIT_USAGE, byte_count, positive, seconds
+from .cli_args import EXIT_FAILED, EXIT_OK, EXIT_USAGE, byte_count, param_value, positive, seconds
 from .engine.arrays import array_header, check_writable, load_input, save_array
 from .engine.errors import StudioError
 
@@ -34,19 +34,6 @@ def _worker(budget_s: float):
     (exit 2), never a hung terminal (docs/reliability.md). Every device-touching command uses it."""
     from .engine.worker.client import WorkerClient
     return WorkerClient(budget_s=budget_s)
-
-
-def _param(text: str) -> tuple[str, int | float]:
-    name, sep, value = text.partition("=")
-    if not sep or not name:
-        raise StudioError(f"--param {text!r} is not NAME=VALUE", field="--param", hint="e.g. --param w=7")
-    try:
-        return name, int(value)
-    except ValueError:
-        try:
-            return name, float(value)
-        except ValueError:
-            raise StudioError(f"--param {name}: {value!r} is not a number", field="--param") from None
 
 
 # ------------------------------------------------------------------ commands
@@ -121,7 +108,7 @@ def cmd_check(args) -> int:
 def cmd_run(args) -> int:
     pkg = _catalog(args).resolve(args.id)
     sig = pkg.contract.signature
-    params = dict(_param(p) for p in args.param or [])
+    params = dict(param_value(p) for p in args.param or [])
     files = _named(pkg, args.input or [], sig.inputs, "input")
     missing = [t.name for t in sig.inputs if t.name not in files]
     if missing:
@@ -268,7 +255,7 @@ def cmd_profile(args) -> int:
 def cmd_gradcheck(args) -> int:
     """Exit 0 pass, 1 fail, 3 inconclusive (a check that cannot fail certifies nothing)."""
     pkg = _catalog(args).resolve(args.target)
-    params = dict(_param(p) for p in args.param or [])
+    params = dict(param_value(p) for p in args.param or [])
     with _worker(args.timeout) as worker:
         out = worker.call("gradcheck", target=str(pkg.root), params=params, h=args.h, seed=args.seed,
                           tolerance=args.tolerance, receipt=not args.no_receipt)

@@ -38,3 +38,19 @@ def whole(lo: int, hi: int, what: str = "a whole number"):
 
 
 byte_count = whole(1, 1 << 62, "a number of bytes")     # --budget: a memory budget of 0 or less is no budget
+
+
+def param_value(text: str) -> tuple[str, int | float]:
+    """``--param NAME=VALUE``: the name and the value as an int, else a float; a clear error otherwise."""
+    from .engine.errors import StudioError
+    name, sep, value = text.partition("=")
+    if not sep or not name:
+        raise StudioError(f"--param {text!r} is not NAME=VALUE", field="--param", hint="e.g. --param w=7")
+    try:
+        return name, int(value)
+    except ValueError:
+        try:
+            return name, float(value)
+        except ValueError:
+            raise StudioError(f"--param {name}: {value!r} is not a number", field="--param",
+                              hint="e.g. --param w=7") from None

@@ -12,22 +12,8 @@ from __future__ import annotations
 
 import json
 
-from .cli_args import EXIT_FAILED, EXIT_OK, seconds, whole
+from .cli_args import EXIT_FAILED, EXIT_OK, param_value, seconds, whole
 from .engine.errors import StudioError
-
-
-def _param(text: str) -> tuple[str, int | float]:
-    name, sep, value = text.partition("=")
-    if not sep or not name:
-        raise StudioError(f"--param {text!r} is not NAME=VALUE", field="--param", hint="e.g. --param w=7")
-    try:
-        return name, int(value)
-    except ValueError:
-        try:
-            return name, float(value)
-        except ValueError:
-            raise StudioError(f"--param {name}: {value!r} is not a number", field="--param",
-                              hint="e.g. --param w=7") from None
 
 
 def _only(texts: list[str]) -> dict[str, list]:
@@ -47,7 +33,7 @@ def _only(texts: list[str]) -> dict[str, list]:
 def cmd_tune(args) -> int:
     from .engine.services.tuning import HANDLERS
     from .engine.worker.client import WorkerClient
-    params = dict(_param(p) for p in args.param or [])
+    params = dict(param_value(p) for p in args.param or [])
     with WorkerClient(budget_s=args.timeout, handlers=HANDLERS) as worker:
         r = worker.call("tune", target=args.op, params=params, sizes=args.size or None, repeats=args.repeats,
                         seed=args.seed, only=_only(args.only or []) or None, record=not args.no_record)
