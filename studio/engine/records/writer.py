@@ -30,7 +30,7 @@ def write_record(path: str | Path, body: dict, seal: Seal, *, what: str = "the r
     if not isinstance(body.get("schema"), str):
         raise ValueError("a record carries a schema id")
     p = check_writable(path)
-    text = json.dumps(seal.seal(finite(body)), indent=1, sort_keys=True, allow_nan=False) + "\n"
+    text = _sealed_text(body, seal)
     try:
         write_text(p, text)
     except OSError as e:
@@ -40,6 +40,6 @@ def write_record(path: str | Path, body: dict, seal: Seal, *, what: str = "the r
     return p
 
 
-def sealed_text(body: dict, seal: Seal) -> str:
-    """The bytes write_record would write (for a record that travels inside another file)."""
+def _sealed_text(body: dict, seal: Seal) -> str:
+    """The text of the sealed record: pretty JSON for people; the seal covers its canonical form."""
     return json.dumps(seal.seal(finite(body)), indent=1, sort_keys=True, allow_nan=False) + "\n"

@@ -16,7 +16,7 @@ from ..errors import StudioError
 from ..records.canonical import array_digest
 from ..records.reader import read_record
 from ..records.seal import Seal
-from ..records.writer import sealed_text, write_record
+from ..records.writer import write_record
 
 SCHEMA = "scellis-train-checkpoint/1"
 MAX_CHECKPOINT_BYTES = 64 << 20
@@ -52,7 +52,7 @@ def make_checkpoint(*, workflow_sha256: str, step: int, params: dict[str, np.nda
 def write_checkpoint(path: str | Path, ckpt: dict, seal: Seal) -> tuple[Path, str]:
     """Seal and write it; returns the path and the sha256 of the file's bytes (for the record)."""
     p = write_record(path, ckpt, seal, what="the checkpoint")
-    return p, hashlib.sha256(sealed_text(ckpt, seal).encode()).hexdigest()
+    return p, hashlib.sha256(p.read_bytes()).hexdigest()        # the bytes just written, not sealed twice
 
 
 def read_checkpoint(path: str | Path, seal: Seal) -> dict:
