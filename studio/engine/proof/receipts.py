@@ -334,7 +334,11 @@ def receipts(pkg: OpPackage, seal: Seal | None = None) -> list[tuple[Path, dict 
 
 def local_status(pkg: OpPackage, profile_id: str, seal: Seal | None = None) -> str:
     """``valid`` when a receipt for this GPU profile verifies; otherwise why not."""
-    found = judge_receipts(pkg, profile_id, seal)
+    return summarize(judge_receipts(pkg, profile_id, seal))
+
+
+def summarize(found: list[tuple[Path, Verification]]) -> str:
+    """The one status of judged receipts: the best there is (valid first), ``none`` for none."""
     if not found:
         return "none"
     statuses = [v.status for _, v in found]

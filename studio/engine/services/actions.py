@@ -49,11 +49,10 @@ def earn_conformance_receipt(pkg: OpPackage, rep: ConformanceReport, *, full_cor
                            rep.coverage or {})
     if what == "keep":
         return old[0][0]
-    if what == "invalidate":
-        receipts.write_receipt(pkg, receipts.make_receipt(pkg, rep), seal)
-    if what != "write":
+    if what not in ("write", "invalidate"):
         return None
-    return receipts.write_receipt(pkg, receipts.make_receipt(pkg, rep), seal)
+    path = receipts.write_receipt(pkg, receipts.make_receipt(pkg, rep), seal)
+    return path if what == "write" else None          # an invalidating failure earns nothing
 
 
 def earn_gradcheck_receipt(pkg: OpPackage, rep: GradcheckReport, *, seal=None) -> Path | None:
@@ -132,11 +131,11 @@ def require_proof(ctx: Context, pkg: OpPackage, *, progress=None, inputs: dict |
                   params: dict | None = None) -> Proof:
     """The op's receipt for ``ctx``'s GPU profile, or conformance now; raises on a failing op. A run
     (``inputs``, ``params``) outside the receipt's coverage proves at its own size first (coverage.py)."""
-    status = receipts.local_status(pkg, ctx.device.profile.id, ctx.seal)
+    found = receipts.judge_receipts(pkg, ctx.device.profile.id, ctx.seal, corpora=ctx.corpora)
+    status = receipts.summarize(found)
     extra, why = None, None
     if status == "valid":
-        valid = [v.receipt for _, v in receipts.judge_receipts(pkg, ctx.device.profile.id, ctx.seal)
-                 if v.status == "valid"]
+        valid = [v.receipt for _, v in found if v.status == "valid"]
         geo = coverage.run_geometry(pkg.contract, inputs or {}, params or {},
                                     ctx.device.profile.limits.get("max-compute-workgroups-per-dimension", 65535))
         why = coverage.uncovered(coverage.of_receipt(valid[0]), geo) if valid and inputs is not None else None
