@@ -9,6 +9,7 @@ import pytest
 from learner_reference import bits, independent_run
 
 from studio.engine.errors import StudioError
+from studio.engine.learner import owners as owners_module
 from studio.engine.learner.owners import Disagreement, start_cluster
 from studio.engine.learner.run import learn
 from studio.engine.learner.system import load_system
@@ -123,3 +124,16 @@ def test_the_per_owner_tree_on_dask_is_the_partition_s_program(client):
         assert (bits(r.params) == bits(p)).all()
     assert combine.contract_hash(a) != combine.contract_hash(b)
     assert r.records[-1].agreed
+
+
+def test_a_wait_shorter_than_every_call_still_gets_every_result(client, monkeypatch):
+    """Concurrent gathers share one request inside the Dask client: a driver that gave up waiting on
+    one (cancelled it) cancelled the others' results, and a loaded machine then failed every run
+    with "starting the owners ended with CancelledError"."""
+    monkeypatch.setattr(owners_module, "WAIT_S", 0.0005)
+    system = load_system(ROOT / "learners" / "online_mean")
+    want_p, want_s = independent_run(system, STEPS)
+    for n in (2, 7):
+        n_samples = system.samples.shape[0]
+        res = learn(system.with_owners([np.arange(o, n_samples, n) for o in range(n)]), client=client, steps=STEPS)
+        assert (bits(res.params) == bits(want_p)).all() and (bits(res.state) == bits(want_s)).all(), n

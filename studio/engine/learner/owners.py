@@ -138,14 +138,13 @@ class Owners:
     def _wait(self, futures, step: int, what: str = "an owner's call") -> list:
         """Every future's result (Dask futures, or actor calls, awaited together in one trip through
         the client's event loop), looking every WAIT_S for owners that went away. Nothing is
-        cancelled by the wait itself (a cancelled await would reach dask's sync as a BaseException)."""
-        futures, got = list(futures), {}
-        while len(got) < len(futures):
-            left = [i for i in range(len(futures)) if i not in got]
-            got.update(self.client.sync(_settle, [futures[i] for i in left], left))
-            if len(got) < len(futures):
-                self._check(step)
-        bad = [v for ok, v in got.values() if not ok]
+        cancelled by the wait itself: concurrent gathers share one request inside the client, so
+        cancelling one waiter would cancel the others' results too."""
+        tasks = self.client.sync(_watch, list(futures))         # one waiter per future, never cancelled
+        while not self.client.sync(_settle, tasks):
+            self._check(step)
+        got = [t.result() for t in tasks]
+        bad = [v for ok, v in got if not ok]
         if bad:                                                 # a dead worker: lost, cancelled, unreachable
             for _ in range(40):
                 time.sleep(WAIT_S)
@@ -153,7 +152,7 @@ class Owners:
             if isinstance(bad[0], Exception):
                 raise bad[0]
             raise RuntimeError(f"{what} ended with {type(bad[0]).__name__}: {bad[0]!r}")
-        return [got[i][1] for i in range(len(futures))]
+        return [v for _, v in got]
 
     def _check(self, step: int) -> None:
         gone = self.gone()
@@ -207,23 +206,20 @@ class Owners:
             raise Disagreement(step, (ref, o), slot, vals, self.system.k)
 
 
-async def _settle(futures, ids) -> dict:
-    """On the client's loop: {id: (ok, result or exception)} of those of ``futures`` that end
-    within WAIT_S; the others are left running."""
+async def _watch(futures) -> list:
+    """On the client's loop: one task per future, ending with (ok, result or exception)."""
     async def one(f):
         try:
             return True, await f
         except BaseException as e:                              # noqa: BLE001 (asyncio.CancelledError too)
             return False, e
-    tasks = [asyncio.ensure_future(one(f)) for f in futures]
+    return [asyncio.ensure_future(one(f)) for f in futures]
+
+
+async def _settle(tasks) -> bool:
+    """On the client's loop: whether every one of ``tasks`` ended within WAIT_S (none is cancelled)."""
     await asyncio.wait(tasks, timeout=WAIT_S)
-    out = {}
-    for i, t in zip(ids, tasks):
-        if t.done():
-            out[i] = t.result()
-        else:
-            t.cancel()                                          # the wrapper only: the call itself goes on
-    return out
+    return all(t.done() for t in tasks)
 
 
 def workers_now(client) -> dict[str, dict]:
