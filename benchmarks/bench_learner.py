@@ -13,10 +13,13 @@ calls go out; its own replica's update and hash while the owners work), and the 
 step less the owner's compute and the driver's part before the calls (Dask, pickling, the mean out
 and the sums back, and waiting for a CPU).
 
-Only the CPU path (numpy) exists: owners do not compute on a device yet, so there are no device
-rows (docs/learner.md "Limits").
+Each owner row is run on both owner paths (docs/learner.md "Owners on a device"): ``cpu`` (the
+numpy reference) and ``gpu`` (each owner on its worker process's device: the staged program and the
+device tree, bitwise the same). The device here is lavapipe (llvmpipe: Vulkan on the same CPU
+cores), so the device rows measure the device path's structure on a CPU, not a GPU; a row's
+``adapter`` names it.
 
-    python -m benchmarks.bench_learner [--quick]
+    python -m benchmarks.bench_learner [--quick] [--k K ...] [--n N ...] [--paths cpu gpu] [--owners 1 2 4]
 """
 from __future__ import annotations
 
@@ -78,11 +81,13 @@ def _in_process(system, steps: int) -> list[float]:
     return times[1:]
 
 
-def _row(figure: str, ours: list[float], peer: list[float], k: int, owners: int, split=None) -> dict:
+def _row(figure: str, ours: list[float], peer: list[float], k: int, owners: int, split=None,
+         path: str = "cpu (numpy)") -> dict:
     lo, med = _stats(ours)
     plo, pmed = _stats(peer)
+    adapter = path[len("device ("):].split(";")[0] if path.startswith("device (") else "cpu (numpy)"
     row = {"figure": figure, "peer": PEER, "time_s": med, "time_min_s": lo, "peer_s": pmed, "peer_min_s": plo,
-           "ratio": med / pmed, "ratio_min": lo / plo, "adapter": "cpu (numpy)", "path": "cpu (numpy)"}
+           "ratio": med / pmed, "ratio_min": lo / plo, "adapter": adapter, "path": path}
     if split is not None:
         row["split"] = split
     target = TARGETS.get((k, owners))
@@ -91,7 +96,7 @@ def _row(figure: str, ours: list[float], peer: list[float], k: int, owners: int,
     return row
 
 
-def rows(quick: bool, ks=None, ns=None, on_row=None) -> list[dict]:
+def rows(quick: bool, ks=None, ns=None, on_row=None, paths=("cpu", "gpu"), owner_counts=(1, 2, 4)) -> list[dict]:
     from studio.engine.learner.owners import start_cluster
     from studio.engine.learner.run import learn
     ks = ks or ((1000, 100_000) if quick else (1000, 100_000, 1_000_000))
@@ -109,17 +114,19 @@ def rows(quick: bool, ks=None, ns=None, on_row=None) -> list[dict]:
                                 _in_process(system, each + 1), peer, k, 0))
                 if on_row:
                     on_row(out[-1])
-                for owners in (1, 2, 4):
+                for owners in owner_counts:
                     system, _, _ = _system(k, n, owners)
-                    res = learn(system, client=client, steps=each + 2, checkpoint_every=10 ** 9)
-                    recs = res.records[1:-1]        # the first step warms up; the last computes no next sums
-                    med = sorted(recs, key=lambda r: r.seconds)[len(recs) // 2]
-                    split = {"owners_s": med.split.get("owners"), "driver_s": med.split.get("driver"),
-                             "round_trip_s": med.seconds - med.split.get("owners", 0) - med.split.get("before_calls", 0)}
-                    out.append(_row(f"learner step, k={k:.0e}, N={n}, {owners} owner{'s' * (owners > 1)}",
-                                    [r.seconds for r in recs], peer, k, owners, split))
-                    if on_row:
-                        on_row(out[-1])
+                    for way in paths:
+                        res = learn(system, client=client, steps=each + 2, checkpoint_every=10 ** 9, owner_device=way)
+                        recs = res.records[1:-1]        # the first step warms up; the last computes no next sums
+                        med = sorted(recs, key=lambda r: r.seconds)[len(recs) // 2]
+                        split = {"owners_s": med.split.get("owners"), "driver_s": med.split.get("driver"),
+                                 "round_trip_s": med.seconds - med.split.get("owners", 0) - med.split.get("before_calls", 0)}
+                        where = "device" if way != "cpu" else "cpu"
+                        out.append(_row(f"learner step, k={k:.0e}, N={n}, {owners} owner{'s' * (owners > 1)}, {where}",
+                                        [r.seconds for r in recs], peer, k, owners, split, res.records[-1].paths[0]))
+                        if on_row:
+                            on_row(out[-1])
     finally:
         client.close()
         cluster.close()
@@ -131,15 +138,18 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--k", type=int, nargs="*", help="only these k")
     ap.add_argument("--n", type=int, nargs="*", help="only these N")
+    ap.add_argument("--paths", nargs="*", default=["cpu", "gpu"], choices=["cpu", "gpu", "auto"],
+                    help="the owners' paths to run (default both)")
+    ap.add_argument("--owners", type=int, nargs="*", default=[1, 2, 4], help="owner counts (default 1 2 4)")
     args = ap.parse_args()
-    rows(args.quick, args.k, args.n, on_row=_print)
+    rows(args.quick, args.k, args.n, on_row=_print, paths=tuple(args.paths), owner_counts=tuple(args.owners))
 
 
 def _print(r: dict) -> None:
     sp = r.get("split")
     extra = (f"  [owners {sp['owners_s'] * 1e3:.1f} ms, driver {sp['driver_s'] * 1e3:.1f} ms, "
              f"round trip {sp['round_trip_s'] * 1e3:.1f} ms]") if sp else ""
-    print(f"{r['figure']:<52} ours min {r['time_min_s'] * 1e3:9.2f} ms med {r['time_s'] * 1e3:9.2f} ms  "
+    print(f"{r['figure']:<60} ours min {r['time_min_s'] * 1e3:9.2f} ms med {r['time_s'] * 1e3:9.2f} ms  "
           f"peer min {r['peer_min_s'] * 1e3:8.3f} med {r['peer_s'] * 1e3:8.3f} ms  ratio min {r['ratio_min']:6.1f} "
           f"med {r['ratio']:6.1f}{extra}", flush=True)
 

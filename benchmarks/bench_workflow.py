@@ -1,4 +1,4 @@
-"""The spike-removal workflow (studio/resources/workflows/spike_removal.toml) end to end at 10^6:
+"""The spike-removal workflow (resources/workflows/spike_removal.toml) end to end at 10^6:
 signal -> clip -> windowed median (w = 7) -> 3-tap low-pass, through the engine's workflow runner
 (plan with receipt checks, every step on the device, intermediates kept there, one readback,
 the record's digests), against the same computation written directly with numpy and scipy.

@@ -10,7 +10,7 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "examples"
-BUILTINS = REPO / "studio" / "resources" / "ops" / "core"
+BUILTINS = REPO / "resources" / "ops" / "core"
 MEDIAN = EXAMPLES / "windowed_median"
 
 

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from studio.app import toml_edit
 from studio.app.cells.backward import BackwardCell
 from studio.app.cells.bindings import BindingsCell
 from studio.app.cells.code import KernelCell, ManifestCell
@@ -22,6 +21,7 @@ from studio.app.documents import (
 from studio.app.model import DEFAULT_KERNEL_FILE, DEFAULT_REFERENCE_FILE
 from studio.engine.context import Context
 from studio.engine.contract.contract import build_contract
+from studio.engine.contract.toml_edit import set_values
 from studio.engine.contract.manifest import read_manifest
 from studio.engine.contract.package import MAX_FILES, load_package
 from studio.engine.contract.signature import EXAMPLE, parse_signature
@@ -34,33 +34,6 @@ MEDIAN = REPO / "examples" / "windowed_median"
 @pytest.fixture
 def doc(tmp_path):
     return open_package(create_from_template("windowed_median", tmp_path, "wm", "me"))
-
-
-# ------------------------------------------------------------------ toml_edit
-def test_targeted_edit_keeps_comments_and_order():
-    text = ('# my op\nid = "user/me/x@1"  # the id\nsummary = "s"\n\n[tolerance]\nclass = "exact" # why\n'
-            'category = "selection"\n\n[bindings]\ntext = """\nA\n"""\n')
-    out = toml_edit.set_value(text, "tolerance.class", "ulp(4)")
-    assert out == text.replace('class = "exact"', 'class = "ulp(4)"')
-    out = toml_edit.set_value(text, "bindings.text", "B\nC\n")
-    assert out.startswith('# my op\nid = "user/me/x@1"  # the id') and tomllib.loads(out)["bindings"]["text"] == "B\nC\n"
-    out = toml_edit.set_value(text, "license", "MIT")            # a new top-level key goes before the tables
-    assert tomllib.loads(out)["license"] == "MIT" and out.index("license") < out.index("[tolerance]")
-    out = toml_edit.set_value(text, "tolerance.justification", "because")   # joins its table
-    assert tomllib.loads(out)["tolerance"]["justification"] == "because" and "# why" in out
-    out = toml_edit.set_value(text, "summary", None)
-    assert "summary" not in tomllib.loads(out) and "# the id" in out
-
-
-def test_targeted_edit_never_writes_a_wrong_file():
-    text = 'id = "x"\nweird = [ "a", # c\n  "b" ]\n[t]\nk = 1\n'
-    for key, value in [("weird", ["z"]), ("t.k", 2), ("t.new", "v\nw"), ("id", 'q"uote\\')]:
-        out = toml_edit.set_value(text, key, value)
-        data = tomllib.loads(out)
-        node = data
-        for part in key.split(".")[:-1]:
-            node = node[part]
-        assert node[key.split(".")[-1]] == value
 
 
 # ------------------------------------------------------------------ the model
@@ -146,7 +119,7 @@ def test_opening_a_folder_keeps_the_engines_rules(tmp_path):
 
 
 def test_the_models_defaults_are_the_engines(doc):
-    text = toml_edit.set_value(toml_edit.set_value(doc.manifest_text, "kernel.file", None), "reference.file", None)
+    text = set_values(doc.manifest_text, {"kernel.file": None, "reference.file": None})
     contract = build_contract(read_manifest(text.encode(), "op.toml"))
     assert (contract.kernel.file, contract.reference_file) == (DEFAULT_KERNEL_FILE, DEFAULT_REFERENCE_FILE)
 
@@ -205,7 +178,7 @@ def test_signature_inline_error_at_its_column(qtbot, doc):
 
 
 def test_compose_round_trips_every_builtin_signature():
-    for toml in sorted((REPO / "studio" / "resources" / "ops").rglob("op.toml")):
+    for toml in sorted((REPO / "resources" / "ops").rglob("op.toml")):
         sig = parse_signature(tomllib.loads(toml.read_text())["signature"])
         assert str(parse_signature(compose(*decompose(sig)))) == str(sig), toml
 

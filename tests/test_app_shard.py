@@ -6,7 +6,7 @@ from conftest import REPO
 from studio.app.shard_view import ShardPanel
 from studio.engine.services.sharding import shard_report_json
 
-WORKFLOW = REPO / "studio" / "resources" / "workflows" / "bf16_conv.toml"
+WORKFLOW = REPO / "resources" / "workflows" / "bf16_conv.toml"
 
 
 def test_a_learner_report_runs_in_the_worker(qtbot):
@@ -42,7 +42,7 @@ def test_a_workflow_report_is_shown_node_by_node(qtbot, ctx, device):
 def test_a_failing_report_says_why(qtbot, tmp_path):
     panel = ShardPanel()
     qtbot.addWidget(panel)
-    panel.add_path(REPO / "studio" / "resources" / "learners" / "least_squares_momentum")
+    panel.add_path(REPO / "resources" / "learners" / "least_squares_momentum")
     panel.replicas.setValue(5)
     panel.run()
     qtbot.waitUntil(lambda: panel.status.text() == "the report failed", timeout=120_000)

@@ -18,7 +18,7 @@ from PySide6.QtCore import Qt
 from studio.app.window import MainWindow
 from studio.app.worker_bridge import DeviceWorkers
 from studio.app.workflow_view import WorkflowView
-from studio.cli_workflow import story_workflow
+from studio.engine.services.outline import story_workflow
 from studio.engine.errors import StudioError
 
 N = 20_000

@@ -1,9 +1,12 @@
 """The engine stays headless: no Qt (or app) import anywhere below studio/engine."""
 import ast
 import importlib.util
+import re
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 ENGINE = Path(__file__).resolve().parents[1] / "studio" / "engine"
 FORBIDDEN = ("PySide6", "PyQt5", "PyQt6", "pyqtgraph", "studio.app", "shiboken6")
@@ -176,3 +179,82 @@ def test_modules_stay_small():
     big = {str(p.relative_to(ENGINE.parent)): n for p in sorted(ENGINE.parent.rglob("*.py"))
            if (n := len(p.read_text().splitlines())) > 420 and "resources" not in p.parts}
     assert big == {}
+
+
+# ------------------------------------------------------------------ the front ends through services (issue 29)
+FRONT_CONTRACT = "The front ends import no engine internals"
+# what a front end may import of the engine (docs/architecture.md, "Front ends"): the use cases, the
+# op as content, the one error type, the ground, and the two things it opens (a Context, the worker's client)
+FRONT_ALLOWED = {"studio.engine.services", "studio.engine.contract", "studio.engine.errors", "studio.engine.atomic",
+                 "studio.engine.home", "studio.engine.resources", "studio.engine.precision", "studio.engine.arrays",
+                 "studio.engine.context", "studio.engine.worker.client"}
+
+
+def _front_contract(pyproject: Path) -> dict:
+    import tomllib
+    contracts = tomllib.loads(pyproject.read_text())["tool"]["importlinter"]["contracts"]
+    return next(c for c in contracts if c["name"].startswith(FRONT_CONTRACT))
+
+
+def unclassified(engine: Path, forbidden: set[str], allowed: set[str]) -> list[str]:
+    """Modules and packages of ``engine`` (studio.engine) the front-end contract says nothing of: each
+    must be allowed to the front ends or forbidden to them, so that a new engine package is a decision."""
+    out = []
+    for p in sorted(engine.iterdir()):
+        if p.name.startswith(("_", ".")) or not (p.suffix == ".py" or (p / "__init__.py").is_file()):
+            continue
+        name = f"studio.engine.{p.stem}"
+        if name in allowed or name in forbidden:
+            continue
+        inner = [f"{name}.{q.stem}" for q in sorted(p.glob("*.py")) if q.stem != "__init__"] if p.is_dir() else []
+        if not inner or any(m not in allowed and m not in forbidden for m in inner):
+            out.append(name)
+    return out
+
+
+def test_every_engine_package_is_allowed_or_forbidden_to_the_front_ends():
+    c = _front_contract(ENGINE.parents[1] / "pyproject.toml")
+    assert c["type"] == "forbidden" and set(c["source_modules"]) == {"studio.app", "studio.cli"}
+    assert not c.get("ignore_imports")
+    forbidden = set(c["forbidden_modules"])
+    assert forbidden.isdisjoint(FRONT_ALLOWED)
+    assert unclassified(ENGINE, forbidden, FRONT_ALLOWED) == []
+
+
+def test_the_classification_check_can_fail(tmp_path):
+    _fake_package(tmp_path, {"engine/__init__.py": "", "engine/errors.py": "", "engine/newpkg/__init__.py": "",
+                             "engine/newpkg/m.py": "", "engine/worker/__init__.py": "", "engine/worker/client.py": "",
+                             "engine/worker/spy.py": ""})
+    assert unclassified(tmp_path / "engine", set(), {"studio.engine.errors", "studio.engine.worker.client"}) == \
+        ["studio.engine.newpkg", "studio.engine.worker"]
+
+
+@pytest.mark.slow
+def test_a_front_end_importing_an_engine_internal_breaks_the_contract(tmp_path):
+    """The real contract (pyproject.toml) on a copy of studio/ with a Studio module and a CLI module
+    that import internals (the learner's run, a receipt reader): lint-imports reports exactly those
+    two imports and keeps every other contract; the copy without them keeps it."""
+    import shutil
+    repo = ENGINE.parents[1]
+    shutil.copytree(repo / "studio", tmp_path / "studio", ignore=shutil.ignore_patterns("__pycache__"))
+    cfg = tmp_path / "cfg.toml"
+    cfg.write_text((repo / "pyproject.toml").read_text())
+    lint = Path(sys.executable).with_name("lint-imports")
+    env = {**__import__("os").environ, "PYTHONPATH": str(tmp_path)}
+
+    def lint_copy() -> str:
+        res = subprocess.run([str(lint), "--config", str(cfg), "--no-cache"], capture_output=True, text=True,
+                             cwd=tmp_path, env=env)
+        return res.stdout + res.stderr
+
+    clean = lint_copy()
+    assert re.search(r"Contracts: \d+ kept, 0 broken", " ".join(clean.split())), clean
+    (tmp_path / "studio" / "app" / "sneaky.py").write_text("from ..engine.learner.run import learn  # noqa\n")
+    (tmp_path / "studio" / "cli" / "sneaky.py").write_text("def f():\n    from ..engine.proof import receipts\n")
+    out = lint_copy()
+    flat = " ".join(out.split())
+    assert re.search(r"Contracts: \d+ kept, 1 broken", flat) and f"{FRONT_CONTRACT}" in flat, out
+    broken = [ln for ln in out.splitlines() if ln.rstrip().endswith("BROKEN")]
+    assert len(broken) == 1, out
+    assert "studio.app.sneaky -> studio.engine.learner.run" in flat, out
+    assert "studio.cli.sneaky -> studio.engine.proof.receipts" in flat, out

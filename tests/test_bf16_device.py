@@ -16,7 +16,7 @@ from studio.engine.grad.run import run_op
 from studio.engine.precision import from_device, round_to, to_device, to_reference
 from studio.engine.proof.conformance import conform
 
-SNIPPET = (REPO / "studio" / "resources" / "shaders" / "bf16.wgsl").read_text()
+SNIPPET = (REPO / "shaders" / "bf16.wgsl").read_text()
 BF16_OPS = ["conv1d_bf16", "conv1d_bf16_strided", "conv1d_bf16_input_vjp", "conv1d_bf16_input_vjp_strided",
             "conv1d_bf16_weight_grad", "conv1d_bf16_weight_grad_strided"]
 

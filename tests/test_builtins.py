@@ -23,6 +23,10 @@ RANDOM_CASES = {
     "spiky_signal": lambda r: ({}, {"n": 50_000, "seed": 11}),
     "unfold": lambda r: ({"x": r.normal(size=1001)}, {"w": 9}),
     "median_rows": lambda r: ({"u": r.normal(size=(500, 7))}, {}),
+    # a CSR matrix (index inputs: docs/grammars.md, "Index domains"), 400 x 150 with about 6 entries a row
+    "spmv": lambda r: ({"row_ptr": np.concatenate([[0], np.sort(r.integers(0, 2400, 399)), [2400]]).astype(np.uint32),
+                        "col": r.integers(0, 150, 2400).astype(np.uint32), "val": r.normal(size=2400),
+                        "x": r.normal(size=150)}, {}),
     # the bf16 node kinds (docs/bf16.md)
     "conv1d_bf16": lambda r: ({"x": r.normal(size=(6, 3, 50)), "w": r.normal(size=(4, 3, 5))}, {}),
     "conv1d_bf16_strided": lambda r: ({"x": r.normal(size=(6, 3, 50)), "w": r.normal(size=(4, 3, 5))}, {"s": 2}),
@@ -43,7 +47,7 @@ def test_every_builtin_has_a_random_case():
 def test_kernel_matches_reference_on_random_inputs(ctx, name, device):
     pkg = load_package(BUILTINS / name)
     inputs, params = RANDOM_CASES[name](np.random.default_rng(42))
-    inputs = {k: v.astype(np.float32) for k, v in inputs.items()}
+    inputs = {k: v.astype(np.float32) if v.dtype.kind == "f" else v for k, v in inputs.items()}
     got = run_op(ctx, pkg, inputs, params)
     want = ctx.references.forward(pkg, inputs, params)
     from studio.engine.proof.conformance import _magnitude

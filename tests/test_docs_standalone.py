@@ -121,7 +121,7 @@ def test_the_citation_check_finds_each_kind():
     here = REPO / "docs" / "x.md"
     text = ("see ../shared/LEARNER.md §6\nDESIGN.md sketched it\nSTORY §15\nseeds/000.txt\n"
             "docs/nowhere.md and studio/engine/nowhere.py\nmissing.md\n"
-            "fine: docs/workflows.md, studio/engine/arrays.py, docs/bf16.md, studio/resources/ops/core/conv1d_bf16*\n")
+            "fine: docs/workflows.md, studio/engine/arrays.py, docs/bf16.md, resources/ops/core/conv1d_bf16*\n")
     found = citation_problems(here, text)
     assert [p.split(":")[1] for p in found] == ["1", "1", "2", "3", "4", "5", "5", "6"], found
     assert "docs/nowhere.md" in found[5] and "studio/engine/nowhere.py" in found[6] and "missing.md" in found[7]

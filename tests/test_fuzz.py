@@ -275,8 +275,8 @@ def test_fuzz_expr():
 
 # ------------------------------------------------------------------ the manifest loader
 MANIFEST_SEEDS = [(REPO / p / "op.toml").read_text() for p in (
-    "examples/windowed_median", "examples/windowed_median_composite", "studio/resources/ops/core/spiky_signal",
-    "studio/resources/ops/core/fir",
+    "examples/windowed_median", "examples/windowed_median_composite", "resources/ops/core/spiky_signal",
+    "resources/ops/core/fir",
     "tests/data/reliability/fill")]
 TOML_TOKENS = ['"', '"""', "'", "'''", "[", "]", "[[", "]]", "=", "\n", "#", ".", ",", "{", "}", "true", "1e3",
                "-0", "nan", "1979-05-27T07:32:00Z", "0x_1", "id", "kernel", "tolerance", "bindings", "backward",

@@ -13,7 +13,7 @@ from studio.engine.learner import evaluate as evaluate_module
 from studio.engine.learner.evaluate import evaluate
 from studio.engine.learner.program import check_program, parse_program, slot_width
 
-LEARNERS = Path(__file__).resolve().parents[1] / "studio" / "resources" / "learners"
+LEARNERS = Path(__file__).resolve().parents[1] / "resources" / "learners"
 EXAMPLES = {  # name: (k, s, m) that fit each example's documented layout
     "least_squares_momentum": (5, 6, 5), "logistic_adam": (5, 6, 12), "online_mean": (5, 5, 0),
     "kmeans_pull": (6, 2, 0), "perceptron": (5, 6, 0)}

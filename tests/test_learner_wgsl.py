@@ -14,7 +14,7 @@ from studio.engine.learner.evaluate import evaluate
 from studio.engine.learner.program import check_program, parse_program, slot_width
 from studio.engine.learner.wgsl import LOOP_BUDGET, compile_wgsl
 
-LEARNERS = Path(__file__).resolve().parents[1] / "studio" / "resources" / "learners"
+LEARNERS = Path(__file__).resolve().parents[1] / "resources" / "learners"
 EXAMPLES = {"least_squares_momentum": (6, 7, 6), "logistic_adam": (6, 7, 14), "online_mean": (6, 6, 0),
             "kmeans_pull": (8, 2, 0), "perceptron": (6, 7, 0)}
 

@@ -188,10 +188,14 @@ def test_publishing_untrusted_code_does_not_make_it_trusted(ctx, tmp_path):
     assert not ctx.trust.status(load_package(root)).ok
 
 
-def test_op_toml_edits_keep_every_other_byte_and_refuse_a_multiline_key(tmp_path):
-    from studio.engine.publish.visibility import set_top_level
+def test_op_toml_edits_keep_every_other_byte_and_refuse_a_bad_value(tmp_path):
+    from studio.engine.contract.toml_edit import set_values
     text = 'id = "user/a/b@1"\n# a comment\nsummary = "s"\n\n[tolerance]\nclass = "exact"\n'
-    out = set_top_level(text, {"visibility": "public", "summary": "t"}, file="op.toml")
-    assert out == 'id = "user/a/b@1"\nvisibility = "public"\n# a comment\nsummary = "t"\n\n[tolerance]\nclass = "exact"\n'
-    with pytest.raises(StudioError, match="several lines"):
-        set_top_level('id = "user/a/b@1"\nlicense = """\nMIT"""\n', {"license": "Apache-2.0"}, file="op.toml")
+    out = set_values(text, {"visibility": "public", "summary": "t"}, file="op.toml")
+    assert out == 'id = "user/a/b@1"\n# a comment\nsummary = "t"\nvisibility = "public"\n\n[tolerance]\nclass = "exact"\n'
+    # a key written over several lines is one value to the editor: replaced whole, the rest kept
+    out = set_values('id = "user/a/b@1"\nlicense = """\nMIT"""  # ours\n[t]\n', {"license": "Apache-2.0"}, file="op.toml")
+    assert out == 'id = "user/a/b@1"\nlicense = "Apache-2.0"  # ours\n[t]\n'
+    with pytest.raises(StudioError, match="cannot be written in TOML") as e:
+        set_values(text, {"forked_from": {"id": None}}, file="op.toml")
+    assert e.value.field == "forked_from.id"

@@ -105,7 +105,7 @@ def test_a_trusted_package_that_changes_is_untrusted_again(ctx, tmp_path, device
 
 def test_product_packages_and_byte_identical_copies_are_trusted(ctx, tmp_path):
     assert ctx.trust.status(load_package(MEDIAN)).level == "product"
-    for builtin in sorted((REPO / "studio" / "resources" / "ops" / "core").iterdir())[:3]:
+    for builtin in sorted((REPO / "resources" / "ops" / "core").iterdir())[:3]:
         assert ctx.trust.status(load_package(builtin)).level == "product"
     copy = foreign_copy(tmp_path, change="")              # the same bytes as the shipped example
     st = ctx.trust.status(load_package(copy))

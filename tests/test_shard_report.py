@@ -19,7 +19,7 @@ from studio.engine.sharding.report import report_lines, shard_report
 
 SIX = ["conv1d_bf16", "conv1d_bf16_strided", "conv1d_bf16_input_vjp", "conv1d_bf16_input_vjp_strided",
        "conv1d_bf16_weight_grad", "conv1d_bf16_weight_grad_strided"]
-SHIPPED = REPO / "studio" / "resources" / "workflows" / "bf16_conv.toml"
+SHIPPED = REPO / "resources" / "workflows" / "bf16_conv.toml"
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ from studio.engine.learner.system import load_system
 from studio.engine.sharding.kinds import EXACT, EXACT_AT_ID, ROUNDED
 from studio.engine.sharding.learner import learner_lines, learner_run
 
-LEARNER = REPO / "studio" / "resources" / "learners" / "least_squares_momentum"
+LEARNER = REPO / "resources" / "learners" / "least_squares_momentum"
 STEPS = 12
 
 

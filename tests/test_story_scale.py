@@ -285,14 +285,15 @@ def test_a_plain_install_is_quiet_and_carries_the_package_data(tmp_path):
     if int(setuptools.__version__.split(".")[0]) < 77:
         pytest.skip(f"setuptools {setuptools.__version__} here; the build needs >= 77 (the test extra installs it)")
     src = tmp_path / "src"
-    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "pyproject.toml", "README.md", "studio"],
+    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "pyproject.toml", "README.md", "studio",
+                            "resources", "shaders"],
                            cwd=REPO, capture_output=True, text=True, check=True).stdout.split()
     for f in files:
         if (REPO / f).is_file():
             (src / f).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(REPO / f, src / f)
-    (src / "studio" / "resources" / "ops" / "core" / "fir" / "receipts").mkdir()
-    (src / "studio" / "resources" / "ops" / "core" / "fir" / "receipts" / "r.json").write_text("{}")   # never shipped
+    (src / "resources" / "ops" / "core" / "fir" / "receipts").mkdir()
+    (src / "resources" / "ops" / "core" / "fir" / "receipts" / "r.json").write_text("{}")   # never shipped
     def build(tree: Path, dist: Path) -> str:
         built = subprocess.run([sys.executable, "-m", "pip", "wheel", "-v", "--no-deps", "--no-build-isolation",
                                 "--no-index", "-w", str(dist), str(tree)], capture_output=True, text=True)
@@ -319,8 +320,10 @@ def test_a_plain_install_is_quiet_and_carries_the_package_data(tmp_path):
                 "workflows/train_median.toml", "shaders/bf16.wgsl"):
         assert (data / rel).is_file(), rel
     assert not list(data.rglob("receipts"))
-    shipped = {str(p.relative_to(REPO / "studio" / "resources")) for p in (REPO / "studio" / "resources").rglob("*")
-               if p.is_file() and "receipts" not in p.parts and "__pycache__" not in p.parts and p.suffix != ".pyc"
-               and str(p.relative_to(REPO)) in set(files)}
+    def tracked(folder: str, prefix: str = "") -> set[str]:
+        return {prefix + str(p.relative_to(REPO / folder)) for p in (REPO / folder).rglob("*")
+                if p.is_file() and "receipts" not in p.parts and "__pycache__" not in p.parts and p.suffix != ".pyc"
+                and str(p.relative_to(REPO)) in set(files)}
+    shipped = tracked("resources") | tracked("shaders", "shaders/")
     installed = {str(p.relative_to(data)) for p in data.rglob("*") if p.is_file() and "__pycache__" not in p.parts}
     assert shipped <= installed, sorted(shipped - installed)[:10]

@@ -236,7 +236,7 @@ steps = 3
 
 def test_scellis_train_on_the_command_line(reports, tmp_path, capsys):
     """In the device worker (a process of its own, judging receipts with this test's key)."""
-    from studio.cli_workflow import main
+    from studio.cli import main
     from studio.engine.home import studio_home
     from studio.engine.records.seal import Seal as ReceiptSeal
     here = tmp_path / "gradcheck"

@@ -1,4 +1,4 @@
-"""`scellis workflow run|verify|show` (studio/cli_workflow.py) with the real device worker: the story
+"""`scellis workflow run|verify|show` (studio/cli/workflow.py) with the real device worker: the story
 workflow writes its plot and record and prints what it removed; verify reproduces it and catches a
 changed record; a missing receipt, a bad file: exit 2 with the message at its position, never a
 traceback; --prove earns the receipt first. The repository is only read: copies go under tmp_path."""
@@ -8,7 +8,8 @@ import shutil
 import pytest
 from conftest import BUILTINS, MEDIAN, copy_package
 
-from studio.cli_workflow import main, story_workflow
+from studio.cli import main
+from studio.cli.workflow import story_workflow
 from studio.engine.contract.package import load_package
 from studio.engine.home import studio_home
 from studio.engine.proof.receipts import receipt_dir

@@ -19,21 +19,18 @@ SCHEMA = "scellis-autosave/1"
 
 
 def _start_time(pid: int) -> str | None:
-    """The process's start time (Linux), so a recycled pid is not mistaken for a live owner."""
+    """The process's start time (psutil), so a recycled pid is not mistaken for a live owner."""
+    import psutil
     try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            return f.read().rsplit(b")", 1)[1].split()[19].decode()
-    except (OSError, IndexError):
+        return f"{psutil.Process(pid).create_time():.2f}"
+    except (psutil.Error, OSError):
         return None
 
 
 def _alive(pid: int, started: str | None) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+    import psutil
+    if pid <= 0 or not psutil.pid_exists(pid):
         return False
-    except PermissionError:
-        return True
     now = _start_time(pid)
     return started is None or now is None or now == started
 

@@ -31,7 +31,7 @@ def scan(extra_roots: list[str], profile_id: str | None, seal=None) -> list[dict
     """A fresh read of the catalog (builtins, examples, the user's ops, ``extra_roots``): edits,
     saves and new receipts since the last scan are seen."""
     from ..engine.contract.catalog import Catalog, origin
-    from ..engine.proof.receipts import local_status
+    from ..engine.services.standing import receipt_status
     cat = Catalog.default([Path(r) for r in extra_roots])
     cards = []
     for pkg in cat.list():
@@ -39,7 +39,7 @@ def scan(extra_roots: list[str], profile_id: str | None, seal=None) -> list[dict
         status = None
         if profile_id:
             try:
-                status = local_status(pkg, profile_id, seal)
+                status = receipt_status(pkg, profile_id, seal)
             except Exception:  # noqa: BLE001 - a broken receipt folder must not hide the op
                 status = "malformed"
         source = origin(pkg)

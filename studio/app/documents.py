@@ -8,9 +8,11 @@ import os
 import re
 from pathlib import Path
 
+from ..document.model import Document, read_folder  # noqa: F401 (read_folder: the app's name for it)
 from ..engine.context import Context
 from ..engine.contract.contract import VISIBILITIES as VISIBILITY_CHOICES
-from ..engine.contract.package import MANIFEST, read_files, write_package
+from ..engine.contract.package import MANIFEST, write_package
+from ..engine.contract.toml_edit import set_values
 from ..engine.errors import StudioError
 from ..engine.resources import ROOT, TEMPLATES
 from ..engine.services import actions
@@ -20,23 +22,8 @@ NAME_RE = re.compile(r"^[a-z][a-z0-9_]*$")
 AUTHOR_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]*$")
 
 
-def read_folder(root: Path) -> tuple[dict[str, str], dict[str, bytes]]:
-    """The package's content files (the engine's validated reader), split into text and binary."""
-    texts, binary = {}, {}
-    for rel, raw in read_files(Path(root)).items():
-        try:
-            texts[rel] = raw.decode("utf-8")
-        except UnicodeDecodeError:
-            binary[rel] = raw
-    return texts, binary
-
-
 def open_package(path: str | os.PathLike) -> OpDocument:
-    root = Path(path)
-    if root.name == MANIFEST:
-        root = root.parent
-    texts, binary = read_folder(root)
-    return OpDocument(texts, root, binary=binary, read_only=not os.access(root, os.W_OK))
+    return OpDocument(model=Document.open(path))
 
 
 def write_files(folder: Path, files: dict[str, bytes | str], *, ctx: Context | None, op: str | None) -> str:
@@ -51,16 +38,9 @@ def write_files(folder: Path, files: dict[str, bytes | str], *, ctx: Context | N
 def save_document(doc: OpDocument, folder: str | os.PathLike | None = None, *, ctx: Context | None = None) -> Path:
     """Write the document's files into ``folder`` (default: its own), crash-safely. ``ctx``: record
     the content as authored here (the session passes it only for code that was runnable to begin with)."""
-    target = Path(folder) if folder is not None else doc.path
-    if target is None:
-        raise StudioError("this document has no folder yet", hint="use File ▸ Save As")
-    if target != doc.path and target.exists() and any(target.iterdir()) and not (target / MANIFEST).is_file():
-        raise StudioError(f"{target} is not empty and holds no op package", file=str(target),
-                          hint="pick an empty folder, or a new name")
     op = doc.field("id")
-    write_files(target, doc.content_bytes(), ctx=ctx, op=str(op) if op else None)
-    doc.mark_saved(target)
-    return target
+    return doc.save(folder, write=lambda target, files: write_files(target, files, ctx=ctx,
+                                                                    op=str(op) if op else None))
 
 
 def _template_meta(d: Path) -> dict:
@@ -120,7 +100,6 @@ def create_from_template(template: str, folder: str | os.PathLike, name: str, au
     """A new package ``folder/name`` from a template, with id ``user/<author>/<name>@1``, the
     signature named ``name``, ``authors = [author]`` and — when given — its license, visibility
     and summary; with ``ctx``, recorded as authored here (the Studio's File ▸ New)."""
-    from . import toml_edit
     if not NAME_RE.match(name):
         raise StudioError(f"op name {name!r} must be lower case letters, digits and _ (starting with a letter)",
                           field="name", hint="e.g. windowed_median")
@@ -145,15 +124,12 @@ def create_from_template(template: str, folder: str | os.PathLike, name: str, au
     files: dict[str, bytes | str] = {rel: text.replace(old_id, new_id) for rel, text in texts.items()}
     manifest = str(files[MANIFEST])
     sig = data.get("signature")
+    updates: dict = {}
     if isinstance(sig, str) and "(" in sig:
-        manifest = toml_edit.set_value(manifest, "signature", name + sig[sig.index("("):])
-    manifest = toml_edit.set_value(manifest, "authors", [author])
-    if license:
-        manifest = toml_edit.set_value(manifest, "license", license)
-    if visibility:
-        manifest = toml_edit.set_value(manifest, "visibility", visibility)
-    if summary:
-        manifest = toml_edit.set_value(manifest, "summary", summary)
+        updates["signature"] = name + sig[sig.index("("):]
+    updates["authors"] = [author]
+    updates.update({k: v for k, v in (("license", license), ("visibility", visibility), ("summary", summary)) if v})
+    manifest = set_values(manifest, updates, file=str(src / MANIFEST))
     files[MANIFEST] = manifest
     files.update(binary)
     write_files(target, files, ctx=ctx, op=new_id)

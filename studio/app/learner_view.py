@@ -25,12 +25,8 @@ from PySide6.QtWidgets import (
 )
 
 from ..engine.errors import StudioError
-from ..engine.learner.combine import contract_hash, order_text
-from ..engine.learner.system import System, load_system
-from ..engine.resources import ROOT
+from ..engine.services import learning
 from .theme import style_plot
-
-SHIPPED = ROOT / "learners"
 
 
 class _Relay(QObject):
@@ -44,7 +40,7 @@ class _Relay(QObject):
 class LearnerPanel(QWidget):
     def __init__(self, parent=None):
         super().__init__(parent)
-        self.system: System | None = None
+        self.system = None                              # the learner as loaded (services/learning.py)
         self.thread: threading.Thread | None = None
         self.stopping = threading.Event()
         self.result = None
@@ -56,9 +52,10 @@ class LearnerPanel(QWidget):
         lay = QVBoxLayout(self)
         top = QHBoxLayout()
         self.choice = QComboBox()
-        self.choice.addItems(sorted(d.name for d in SHIPPED.iterdir() if (d / "learner.toml").is_file()))
-        self.choice.setToolTip("a shipped learner (studio/resources/learners)")
-        self.choice.currentTextChanged.connect(lambda n: self.open(SHIPPED / n) if n else None)
+        self.shipped = learning.shipped()
+        self.choice.addItems(list(self.shipped))
+        self.choice.setToolTip("a shipped learner (resources/learners)")
+        self.choice.currentTextChanged.connect(lambda n: self.open(self.shipped[n]) if n else None)
         top.addWidget(self.choice, 1)
         self.browse = QPushButton("Open…")
         self.browse.setToolTip("open a learner.toml")
@@ -119,7 +116,7 @@ class LearnerPanel(QWidget):
         self.xs: list[int] = []
         self.ys: list[float] = []
         if self.choice.count():
-            self.open(SHIPPED / self.choice.currentText())
+            self.open(self.shipped[self.choice.currentText()])
 
     # ------------------------------------------------------------------ the system
     def _browse(self) -> None:
@@ -127,10 +124,10 @@ class LearnerPanel(QWidget):
         if path:
             self.open(path)
 
-    def open(self, path) -> System | None:
+    def open(self, path):
+        """The learner at ``path`` (its system), or None with the error shown."""
         try:
-            from ..engine.learner.limits import default_max_owners
-            self.system = load_system(Path(path), max_owners=default_max_owners())   # a local cluster: capped
+            self.system = learning.open_learner(Path(path))      # a local cluster: the owners capped
         except StudioError as e:
             self.status.setText(f"error: {e.format()}")
             return None
@@ -148,16 +145,15 @@ class LearnerPanel(QWidget):
         warning."""
         text = None
         if self.system is not None:
-            from ..engine.sharding.learner import learn_warning
-            s, n = self.system, self.owners.value() or None
-            placed = s.evenly(n) if n else s
+            s = self.system
+            placed = learning.place(s, self.owners.value() or None)
             self.info.setText(f"<b>{s.name}</b> — {s.summary}<br>k = {s.k}, s = {s.s}, m = {s.m}, "
                               f"{s.samples.shape[0]} samples, rate {float(s.rate):g}<br>combine "
-                              f"{order_text(placed)}<br>contract {contract_hash(placed)[:16]}")
-            text = learn_warning(s, n)
+                              f"{placed.order}<br>contract {placed.contract[:16]}")
+            text = placed.warning
         self.warning.setText(f"⚠ {text}" if text else "")
 
-    def _owners(self, system: System, addresses: list[str]) -> None:
+    def _owners(self, system, addresses: list[str]) -> None:
         shares = system.shares
         self.owner_table.setRowCount(len(shares))
         for o, n in enumerate(shares):
@@ -173,31 +169,29 @@ class LearnerPanel(QWidget):
     def run(self) -> None:
         if self.system is None or (self.thread is not None and self.thread.is_alive()):
             return
-        from ..engine.learner.owners import Disagreement
-        from ..engine.learner.run import learn
         system, owners, steps = self.system, self.owners.value() or None, self.steps.value()
-        if owners is not None:
-            system = system.evenly(owners)
-        self._owners(system, [])
+        self._owners(learning.place(system, owners).system, [])
         self._clear()
         self.run_button.setEnabled(False)
         self.stop_button.setEnabled(True)
         self.stopping.clear()
         self.result = None
-        self.status.setText(f"starting {len(system.owners)} owner(s) on a local Dask cluster…")
+        self.status.setText(f"starting {owners or len(system.owners)} owner(s) on a local Dask cluster…")
         relay, stopping = self.relay, self.stopping
 
         def work():
             try:
-                res = learn(system, steps=steps, on_step=relay.step.emit, on_event=relay.event.emit, stop=stopping)
-            except Disagreement as e:
-                relay.failed.emit("stopped: " + e.format())
+                out = learning.run(system, owners=owners, steps=steps, on_step=relay.step.emit,
+                                   on_event=relay.event.emit, stop=stopping)
             except StudioError as e:
                 relay.failed.emit("error: " + e.format())
             except Exception as e:                        # noqa: BLE001 - shown, never a crash of the GUI
                 relay.failed.emit(f"error: {type(e).__name__}: {e}")
             else:
-                relay.done.emit(res)
+                if out.disagreement is not None:
+                    relay.failed.emit("stopped: " + out.disagreement.format())
+                else:
+                    relay.done.emit(out.result)
 
         self.thread = threading.Thread(target=work, name="learner", daemon=True)
         self.thread.start()

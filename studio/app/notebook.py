@@ -15,7 +15,6 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ..engine.contract.manifest import Manifest
 from ..engine.contract.package import MANIFEST
 from .cells.backward import BackwardCell
 from .cells.bindings import BindingsCell
@@ -40,10 +39,9 @@ def embedded_position(doc, line: int, col: int | None) -> tuple[str, int, int | 
     """(field, line, col) inside an embedded text of op.toml for a position in op.toml."""
     if not doc.data:
         return None
-    m = Manifest(doc.data, doc.manifest_text, MANIFEST)
     best = None
     for dotted in EMBEDDED:
-        l0, c0 = m.position(dotted)
+        l0, c0 = doc.position(dotted)
         text = doc.field(dotted)
         if l0 is None or not isinstance(text, str):
             continue

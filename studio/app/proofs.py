@@ -4,12 +4,10 @@ receipts (the engine's rule: studio/engine/services/actions.py); a controller ca
 the document's folder and shows them."""
 from __future__ import annotations
 
-from pathlib import Path
-
 from PySide6.QtCore import QObject, Signal
 
 from ..engine.errors import StudioError
-from ..engine.proof.receipts import read_receipt
+from ..engine.services.standing import kept_receipt
 
 
 class ProofController(QObject):
@@ -66,7 +64,7 @@ class ConformanceController(ProofController):
         if issued:
             try:
                 path = self.session.keep_receipt(issued)
-                receipt = read_receipt(Path(path))
+                receipt = kept_receipt(path)
             except (OSError, StudioError) as e:
                 self.panel.show_error(StudioError(f"the receipt could not be kept: {e}"))
                 return

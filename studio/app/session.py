@@ -10,8 +10,7 @@ from PySide6.QtCore import QObject, QTimer, Signal
 from ..engine.context import Context
 from ..engine.contract.package import OpPackage, content_hash, load_package
 from ..engine.errors import StudioError
-from ..engine.trust.code import code_hash
-from ..engine.trust.store import TrustStatus, TrustStore
+from ..engine.services.standing import draft_trust
 from . import snapshots
 from .autosave import AutosaveStore
 from .documents import save_document
@@ -21,10 +20,11 @@ from .shipped import shipped_path
 AUTOSAVE_MS = 800
 
 
-def trust_status(doc: OpDocument, store: TrustStore) -> TrustStatus:
+def trust_status(doc: OpDocument, store):
     """The engine's trust judgement of the document's *current* content at its folder (its Python's
-    reference hash too: a kernel-only edit keeps trust, studio/engine/trust/code.py)."""
-    return store.status_of(doc.path, doc.content_hash(), code=code_hash(doc.content_bytes()))
+    reference hash too: a kernel-only edit keeps trust, studio/engine/trust/code.py); ``store``: the
+    context's trust store."""
+    return draft_trust(store, doc.path, doc.content_hash(), doc.content_bytes())
 
 
 class DocumentSession(QObject):

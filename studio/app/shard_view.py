@@ -33,10 +33,10 @@ COLUMNS = ("node", "op", "under sharding", "verified", "measured")
 
 def shipped() -> dict[str, Path]:
     """The shipped things a report makes sense of: the bf16 workflow and the learners."""
+    from ..engine.services import learning
     out = {"workflow: bf16_conv": ROOT / "workflows" / "bf16_conv.toml"}
-    for d in sorted((ROOT / "learners").iterdir()):
-        if (d / "learner.toml").is_file():
-            out[f"learner: {d.name}"] = d
+    for name, folder in learning.shipped().items():
+        out[f"learner: {name}"] = folder
     return out
 
 

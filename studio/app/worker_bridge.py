@@ -35,24 +35,26 @@ def background_priority(pid: int | None, nice: int = WORKER_NICE) -> int:
     if not pid:
         return 0
     import os
-    changed = 0
+
+    import psutil
     try:
-        tids = os.listdir(f"/proc/{pid}/task")
-    except OSError:
+        root = psutil.Process(pid)
+        procs = [root, *root.children(recursive=True)]
+    except psutil.Error:
         return 0
-    for tid in tids:
+    changed = 0
+    for proc in procs:
         try:
-            if os.getpriority(os.PRIO_PROCESS, int(tid)) < nice:
-                os.setpriority(os.PRIO_PROCESS, int(tid), nice)
-                changed += 1
-        except (OSError, ValueError):
-            pass
-        try:
-            with open(f"/proc/{pid}/task/{tid}/children") as f:
-                for child in f.read().split():
-                    changed += background_priority(int(child), nice)
-        except (OSError, ValueError):
-            pass
+            tids = [t.id for t in proc.threads()]
+        except psutil.Error:
+            continue
+        for tid in tids:
+            try:
+                if os.getpriority(os.PRIO_PROCESS, tid) < nice:
+                    os.setpriority(os.PRIO_PROCESS, tid, nice)
+                    changed += 1
+            except OSError:
+                pass
     return changed
 
 

@@ -25,10 +25,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ..engine.errors import StudioError
-from ..engine.workflow.graph import order
-from ..engine.workflow.plan import resolve_op
-from ..engine.workflow.spec import load_workflow
+from ..engine.services.outline import outline
 from .export import plot_with_export
 from .panels.job import error_html
 from .theme import style_plot
@@ -85,7 +82,7 @@ class StepCell(QFrame):
 
     def _header(self) -> None:
         b = self.badge
-        self.header.setText(f"<b>{self.name}</b> &nbsp; <code>{b.get('op', self.step.op)}</code> &nbsp; "
+        self.header.setText(f"<b>{self.name}</b> &nbsp; <code>{b.get('op', self.step.kind)}</code> &nbsp; "
                             f"tolerance {b.get('tolerance', '?')} ({b.get('category', '?')}) &nbsp; "
                             f"receipt <b>{b.get('receipt', 'checked when run')}</b>")
 
@@ -114,8 +111,9 @@ class WorkflowView(QWidget):
     def __init__(self, path: str | Path, workers, *, ctx=None, out_dir: str | Path | None = None, parent=None):
         super().__init__(parent)
         self.path = Path(path).resolve()
-        self.wf = load_workflow(self.path)              # a StudioError with file:line:col on a bad file
         self.workers, self.ctx = workers, ctx
+        # a StudioError with file:line:col on a bad file; each step's badge from the catalog (no device)
+        self.wf = outline(self.path, ctx, strict=False)
         self.out_dir = Path(out_dir) if out_dir is not None else self.path.parent
         self.job = None
         self.result: dict | None = None
@@ -130,8 +128,8 @@ class WorkflowView(QWidget):
         self.run_button.clicked.connect(lambda: self.run())
         self.train_button = QPushButton("Train")
         self.train_button.setToolTip("run the workflow's [train] section: steps of the optimizer, the loss plotted "
-                                     "as it goes" if self.wf.train is not None else "this workflow has no [train] section")
-        self.train_button.setEnabled(self.wf.train is not None)
+                                     "as it goes" if self.wf.trains else "this workflow has no [train] section")
+        self.train_button.setEnabled(self.wf.trains)
         self.train_button.clicked.connect(lambda: self.train())
         self.stop_button = QPushButton("Stop")
         self.stop_button.setToolTip("stop the run (its worker is restarted)")
@@ -159,11 +157,10 @@ class WorkflowView(QWidget):
         cells_host = QWidget()
         cells_lay = QVBoxLayout(cells_host)
         self.cells: list[StepCell] = []
-        for n in order(self.wf):
-            if n in self.wf.steps:
-                cell = StepCell(self, n, self.wf.steps[n], self._badge(n))
-                cells_lay.addWidget(cell)
-                self.cells.append(cell)
+        for step in self.wf.steps:
+            cell = StepCell(self, step.name, step, step.badge)
+            cells_lay.addWidget(cell)
+            self.cells.append(cell)
         cells_lay.addStretch(1)
         scroll = QScrollArea()
         scroll.setWidgetResizable(True)
@@ -182,25 +179,13 @@ class WorkflowView(QWidget):
         self.loss_curve = self.loss_plot.plot([], [], pen=pg.mkPen("#d62728", width=2), symbol="o", symbolSize=4,
                                               name="loss")
         loss_box = plot_with_export(self.loss_plot, "training_loss")
-        loss_box.setVisible(self.wf.train is not None)
+        loss_box.setVisible(self.wf.trains)
         side_lay.addWidget(loss_box, 1)
         split.addWidget(side)
         outer.addWidget(split, 1)
 
     def cell(self, name: str) -> StepCell:
         return next(c for c in self.cells if c.name == name)
-
-    def _badge(self, name: str) -> dict:
-        """The card badge before anything runs: the op's tolerance and category from the catalog (no
-        device); the receipt status comes with the run (the plan checks it in the worker)."""
-        if self.ctx is None:
-            return {}
-        try:
-            c = resolve_op(self.ctx, self.wf, self.wf.steps[name])
-        except StudioError:
-            return {}
-        return {"op": c.id, "tolerance": str(c.contract.tolerance), "category": c.contract.tolerance.category,
-                "backward": c.contract.backward.kind}
 
     # ------------------------------------------------------------------ jobs
     def _start(self, text: str) -> None:
@@ -212,7 +197,7 @@ class WorkflowView(QWidget):
 
     def _end(self, text: str) -> None:
         self.run_button.setEnabled(True)
-        self.train_button.setEnabled(self.wf.train is not None)
+        self.train_button.setEnabled(self.wf.trains)
         self.stop_button.setEnabled(False)
         self.progress.setRange(0, 1)
         self.progress.setValue(1)

@@ -2,7 +2,7 @@
 bits with f32's exponent range; NaN stays NaN and comes out quiet. Two ways in:
 
 - from f32 by bit operations (``from_f32_bits``), the same three operations the kernels' WGSL
-  helper does (studio/resources/shaders/bf16.wgsl);
+  helper does (shaders/bf16.wgsl);
 - from f64 *directly* (``from_f64``): the value is scaled by its own bf16 quantum (a power of two,
   so exactly), rounded to an integer half-even, and scaled back. Never through f32 first: that is
   a double rounding (1 + 2^-8 + 2^-40 -> f32 1 + 2^-8, a tie -> 1.0, where the correct answer is

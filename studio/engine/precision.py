@@ -6,7 +6,7 @@ the reference path's precisions. Every module asks here instead of branching on 
 bf16 on the device: one 32-bit word per element, the bf16's 16 bits in the HIGH half and the low
 half zero — so the word is the f32 of the same value, a kernel declares the binding
 ``array<f32>``, reads it as it is and writes only values it rounded with ``bf16_round``
-(studio/resources/shaders/bf16.wgsl). A word read back with a non-zero low half is no bf16: the
+(shaders/bf16.wgsl). A word read back with a non-zero low half is no bf16: the
 kernel wrote an f32 it did not round (docs/bf16.md). Rounding into bf16 goes through
 studio/engine/bfloat16.py (from f64 directly, never via f32)."""
 from __future__ import annotations

@@ -13,8 +13,8 @@ from PySide6.QtWidgets import (
 
 from ...engine.contract.backward import check_against_signature, parse_backward
 from ...engine.contract.signature import parse_signature
+from ...engine.contract.toml_edit import set_values
 from ...engine.errors import StudioError
-from .. import toml_edit
 from ..editors import CodeEditor, Marker
 from ..model import FIELD, FILE
 from .base import Cell, InlineMessage
@@ -192,10 +192,7 @@ class BackwardCell(Cell):
 
     def remove_device_fields(self) -> None:
         """Delete the device VJP's fields from op.toml in one edit (one undo step)."""
-        text = self.doc.manifest_text
-        for k in DEVICE_FIELDS:
-            if self.doc.field(k) is not None:
-                text = toml_edit.set_value(text, k, None)
+        text = set_values(self.doc.manifest_text, {k: None for k in DEVICE_FIELDS if self.doc.field(k) is not None})
         self.binder.write(FILE + "op.toml", text, None)
 
     def _form_edited(self) -> None:

@@ -23,7 +23,8 @@ TIPS = [
     "what the binding is: storage (a tensor's buffer) or uniform (a block of scalar fields)",
     "access mode of this binding: storage read (an input), storage read_write (an output); empty for a uniform",
     "element type of a storage buffer: f32, i32 or u32 (empty for a uniform)",
-    ("storage: the buffer's dims as expressions of the signature's sizes, e.g. n - w + 1; uniform: its fields, "
+    ("storage: the buffer's dims as expressions of the signature's sizes, e.g. n - w + 1 (in place: n -> y_out, "
+     "the output this input's buffer holds after the kernel); uniform: its fields, "
      "name: type = expression, comma-separated, e.g. n: u32 = n, w: u32 = w"),
 ]
 
@@ -35,7 +36,8 @@ def compose(rows: list[list[str]]) -> str:
         if kind == "uniform":
             lines.append(f"{head} uniform {{ {shape} }}")
         else:
-            lines.append(f"{head} storage {access or 'read'} {dtype or 'f32'}[{shape}]")
+            dims, _, out = shape.partition(" -> ")          # in place: "n -> y_out" (docs/package-format.md)
+            lines.append(f"{head} storage {access or 'read'} {dtype or 'f32'}[{dims}]" + (f" -> {out}" if out else ""))
     return "\n".join(lines) + "\n"
 
 
@@ -47,7 +49,7 @@ def decompose(desc) -> list[list[str]]:
             rows.append([str(b.group), str(b.binding), b.name, "uniform", "", "", shape])
         else:
             rows.append([str(b.group), str(b.binding), b.name, "storage", b.access or "", b.dtype or "",
-                         ", ".join(map(str, b.dims))])
+                         ", ".join(map(str, b.dims)) + (f" -> {b.writes}" if b.writes else "")])
     return rows
 
 

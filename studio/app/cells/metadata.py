@@ -14,9 +14,9 @@ from .binding import Binder
 
 def license_problem(expr: str) -> StudioError | None:
     """The engine's SPDX check (license-expression); slow on first use, so run it off the GUI thread."""
-    from ...engine.proof.checker import check_license
+    from ...engine.services.publishing import license_problems
     try:
-        errs = check_license(expr, file="op.toml")
+        errs = license_problems(expr, file="op.toml")
     except Exception as e:  # noqa: BLE001 - license-expression raises odd types on some inputs
         return StudioError(f"license {expr!r} is not a valid SPDX expression ({type(e).__name__})",
                            field="license", hint="use an SPDX identifier such as Apache-2.0, MIT or GPL-3.0-or-later")

@@ -23,10 +23,6 @@ from PySide6.QtWidgets import (
 
 from ...engine.contract.package import MANIFEST, OpPackage, load_package
 from ...engine.errors import StudioError
-from ...engine.publish import bar
-from ...engine.publish.card import card_html, make_card
-from ...engine.publish.license import Licenses
-from ...engine.publish.visibility import set_top_level
 from ...engine.services import publishing
 from ..fitting import fit_title
 
@@ -49,12 +45,11 @@ def profile_id(window) -> str:
 class PublishDialog(QDialog):
     """Visibility, license (validated as you type) and, for ``public``, every missing field of the bar."""
 
-    def __init__(self, pkg: OpPackage, *, ctx, profile: str, workers=None, licenses: Licenses | None = None,
-                 parent=None):
+    def __init__(self, pkg: OpPackage, *, ctx, profile: str, workers=None, licenses=None, parent=None):
         super().__init__(parent)
         self.setWindowTitle(f"Publish {pkg.id}")
         self.pkg, self.ctx, self.profile, self.workers = pkg, ctx, profile, workers
-        self.licenses = licenses or Licenses()
+        self.licenses = licenses or publishing.spdx_list()     # loaded once: checked as the user types
         self.result_lines: list[str] = []
         self.job = None
         self.visibility = QComboBox()
@@ -88,20 +83,14 @@ class PublishDialog(QDialog):
 
     def shortfalls(self) -> list:
         """The bar on the content as it would be published (nothing written)."""
-        text = self.pkg.files[MANIFEST].decode("utf-8")
         updates = {"visibility": self.visibility.currentText()}
         if self.license.text().strip():
             updates["license"] = self.license.text().strip()
-        try:
-            after = publishing.prospective(self.pkg, set_top_level(text, updates, file=self.pkg.manifest_path).encode())
-        except StudioError as e:
-            return [bar.Shortfall("op.toml", e.message)]
-        proof = bar.proof_state(self.pkg, self.profile, self.ctx.seal)
-        return bar.metadata_shortfalls(after, self.licenses) + bar.proof_shortfalls(self.pkg, proof)
+        return publishing.bar_for_edit(self.ctx, self.pkg, updates, profile_id=self.profile, licenses=self.licenses)
 
     def refresh(self) -> None:
         vis, text = self.visibility.currentText(), self.license.text().strip()
-        rep = self.licenses.check(text) if text else None
+        rep = publishing.license_report(text, self.licenses) if text else None
         if rep is None:
             self.license_status.setText("no license: the op can only stay private")
         else:
@@ -147,10 +136,9 @@ class CardView(QTextBrowser):
         self.setOpenExternalLinks(False)
         self.card: dict | None = None
 
-    def show_package(self, pkg: OpPackage, *, ctx, profile: str, licenses: Licenses | None = None) -> dict:
-        self.card = make_card(pkg, profile_id=profile, seal=ctx.seal, trust=ctx.trust, catalog=ctx.catalog,
-                              licenses=licenses or Licenses())
-        self.setHtml(card_html(self.card))
+    def show_package(self, pkg: OpPackage, *, ctx, profile: str, licenses=None) -> dict:
+        self.card = publishing.card(ctx, pkg, profile_id=profile, licenses=licenses)
+        self.setHtml(self.card["html"])
         return self.card
 
 

@@ -1,4 +1,4 @@
-"""The backward notation (grammar: studio/resources/grammars/backward.lark): how gradients flow through
+"""The backward notation (grammar: resources/grammars/backward.lark): how gradients flow through
 an op: nondifferentiable, composite (the op is its steps: autodiff through its parts), or declared
 VJP rules. A composite's steps follow the `composite` line; binding and running them is
 studio/engine/grad/composite.py."""

@@ -1,6 +1,8 @@
-"""The buffer binding descriptor (grammar: studio/resources/grammars/bindings.lark): which buffer sits at
-which @group/@binding, storage access, the layout of uniform structs, and the values of the
-kernel's WGSL `override` constants (specialisation: one pipeline per value)."""
+"""The buffer binding descriptor (grammar: resources/grammars/bindings.lark): which buffer sits at
+which @group/@binding, storage access, in-place buffers (``y : storage read_write f32[n] -> y_out``:
+one buffer holds the input ``y`` when the kernel starts and the output ``y_out`` when it ends), the
+layout of uniform structs, and the values of the kernel's WGSL `override` constants
+(specialisation: one pipeline per value)."""
 from __future__ import annotations
 
 import math
@@ -43,13 +45,20 @@ class Binding:
     fields: tuple[UniformField, ...]
     line: int
     col: int
+    writes: str | None = None  # in place (`-> y_out`): the output this input's buffer holds after the kernel
+
+    @property
+    def output(self) -> str:
+        """The name of what this buffer holds after the kernel: the in-place output, else its own."""
+        return self.writes or self.name
 
     @property
     def layout(self) -> str:
         """The part after the colon, canonical: 'storage read f32[n]' or 'uniform { n: u32 = n }'."""
         if self.kind == "uniform":
             return "uniform { " + ", ".join(f"{f.name}: {f.dtype} = {f.value}" for f in self.fields) + " }"
-        return f"storage {self.access} {self.dtype}[{', '.join(map(str, self.dims))}]"
+        return f"storage {self.access} {self.dtype}[{', '.join(map(str, self.dims))}]" + (
+            f" -> {self.writes}" if self.writes else "")
 
     def _require(self, kind: str) -> None:
         if self.kind != kind:
@@ -137,6 +146,11 @@ class BindingDescriptor:
         raise StudioError(f"no binding named '{name}'", file=self.file, field=name,
                           hint=f"the bindings: {', '.join(b.name for b in self.bindings) or 'none'}")
 
+    @property
+    def in_place(self) -> dict[str, Binding]:
+        """Output name -> the in-place binding that holds it (an input's buffer, `-> output`)."""
+        return {b.writes: b for b in self.bindings if b.writes}
+
     def __iter__(self) -> Iterator[Binding]:
         return iter(self.bindings)
 
@@ -194,19 +208,33 @@ def _descriptor(tree: Tree, src: Source) -> BindingDescriptor:
         if (int(group), int(binding)) in slots:
             raise src.error(f"@group({group}) @binding({binding}) is already taken by "
                             f"{slots[int(group), int(binding)]}", at, "give each binding its own slot")
-        if name in names:
+        if name in names or any(o.writes == name for o in out):
             raise src.error(f"'{name}' is already bound", name, "bind each buffer once")
         slots[int(group), int(binding)] = str(name)
         names.add(str(name))
         if kind.data == "storage":
-            access, dtype, dims = kind.children
+            access, dtype, dims, inplace = kind.children
             if access not in ACCESS:
                 raise src.error(f"unknown access '{access}'", access,
                                 "write read (for an input) or read_write (for an output or scratch)")
             if dtype not in DTYPE_BYTES:
                 raise src.error(f"unknown dtype '{dtype}'", dtype, f"the dtypes are {', '.join(DTYPE_BYTES)}")
+            writes = None
+            if inplace is not None:
+                writes = str(inplace.children[0])
+                if access != "read_write":
+                    raise src.error(f"'{name}' is updated in place (-> {writes}) but bound '{access}'", access,
+                                    f"write: {name} : storage read_write {dtype}[...] -> {writes}")
+                if writes == name:
+                    raise src.error(f"'{name} -> {writes}': the output needs a name of its own", inplace.children[0],
+                                    f"name the output as the signature does, e.g. {name}_out (the input stays '{name}')")
+                if writes in names or any(o.writes == writes for o in out):
+                    raise src.error(f"'{writes}' is already bound", inplace.children[0],
+                                    "an in-place buffer names an output of the signature that no other "
+                                    "binding holds")
             dims = tuple(build(d, src) for d in dims.children) if dims else ()
-            out.append(Binding(int(group), int(binding), str(name), "storage", str(access), str(dtype), dims, (), *at))
+            out.append(Binding(int(group), int(binding), str(name), "storage", str(access), str(dtype), dims, (), *at,
+                               writes=writes))
         else:
             out.append(Binding(int(group), int(binding), str(name), "uniform", None, None, (),
                                _fields(kind.children, src), *at))
@@ -228,13 +256,38 @@ def _fields(trees: list[Tree], src: Source) -> tuple[UniformField, ...]:
 
 def check_against_signature(desc: BindingDescriptor, sig: Signature) -> list[StudioError]:
     """Every input needs a 'storage read' binding and every output a 'storage read_write' one with
-    the same dtype and dims; other storage is read_write scratch; expressions use signature symbols."""
+    the same dtype and dims; an in-place binding (`x : storage read_write f32[n] -> y`) is both an
+    input's and an output's, and must fit both; other storage is read_write scratch; expressions use
+    signature symbols."""
     errors: list[StudioError] = []
     bound = {b.name: b for b in desc}
+    inputs, outputs = {t.name: t for t in sig.inputs}, {t.name: t for t in sig.outputs}
+    for b in desc:
+        if not b.writes:
+            continue
+        if b.name not in inputs or b.writes not in outputs:
+            role, what = ("input", b.name) if b.name not in inputs else ("output", b.writes)
+            errors.append(StudioError(f"'{b.name}' is updated in place (-> {b.writes}) but the signature has no "
+                                      f"{role} '{what}'", file=desc.file, line=b.line, col=b.col, field=b.name,
+                                      hint="an in-place buffer is an input of the signature that becomes one of "
+                                           "its outputs: name both as the signature does"))
+            continue
+        t_in, t_out = inputs[b.name], outputs[b.writes]
+        if t_in.dtype != t_out.dtype or [str(d) for d in t_in.dims] != [str(d) for d in t_out.dims]:
+            errors.append(StudioError(f"'{b.name}' is updated in place (-> {b.writes}) but the input is "
+                                      f"{t_in.dtype}[{', '.join(map(str, t_in.dims))}] and the output "
+                                      f"{t_out.dtype}[{', '.join(map(str, t_out.dims))}]", file=desc.file,
+                                      line=b.line, col=b.col, field=b.name,
+                                      hint="one buffer holds both: give them the same dtype and dims, or bind "
+                                           "the output to a buffer of its own"))
+            continue
+        bound.setdefault(b.writes, b)
     for role, access, specs in (("input", "read", sig.inputs), ("output", "read_write", sig.outputs)):
         for t in specs:
-            want = f"storage {access} {t.dtype}[{', '.join(map(str, t.dims))}]"
             b = bound.get(t.name)
+            if b is not None and b.writes and role == "input":
+                access = "read_write"     # an in-place buffer: its input is read_write (checked above)
+            want = f"storage {access} {t.dtype}[{', '.join(map(str, t.dims))}]"
             if b is None:
                 errors.append(StudioError(f"no binding for the {role} '{t.name}'", file=desc.file, line=desc.line,
                                           col=desc.col, field=t.name,
@@ -246,7 +299,7 @@ def check_against_signature(desc: BindingDescriptor, sig: Signature) -> list[Stu
                                           field=t.name, hint=f"write: {t.name} : {want}"))
     tensors = {t.name for t in sig.inputs + sig.outputs}
     for b in desc:
-        if b.name in tensors:
+        if b.name in tensors or b.writes:
             continue
         if b.kind == "storage" and b.access == "read":
             errors.append(StudioError(f"'{b.name}' is read-only storage but the signature has no input "

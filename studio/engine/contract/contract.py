@@ -1,6 +1,7 @@
 """The contract: what an op promises, read from its manifest into typed parts."""
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 
@@ -13,6 +14,7 @@ from .manifest import Manifest
 from .sharding import Sharding, read_sharding
 from .signature import Signature, parse_signature
 from .tolerance import Tolerance, parse_tolerance
+from .toml_position import position
 
 DEFAULT_KERNEL_FILE = "forward.wgsl"      # [kernel] file when the manifest names none
 DEFAULT_REFERENCE_FILE = "reference.py"   # [reference] file when the manifest names none
@@ -52,6 +54,8 @@ class KernelSpec:
     workgroup_size: int
     invocations: Expr
     written: Expr | None = None       # invocations as written, when it names a constant override (tunables.py)
+    workgroup: tuple[int, ...] = ()   # per axis (`workgroup_size = [8, 8]`); () for a 1-D kernel
+    axes: tuple[Expr, ...] = ()       # invocations per axis (x first); () for a 1-D kernel
 
 
 @dataclass
@@ -106,7 +110,9 @@ def build_contract(m: Manifest) -> Contract:
     if precision not in PRECISIONS:
         raise StudioError(f"reference.precision {precision!r} is not one of {', '.join(PRECISIONS)}",
                           file=m.file, field="reference.precision")
-    wg = m.get("kernel.workgroup_size", int, required=False, default=64)
+    from .workgroups import kernel_geometry
+    workgroup, axes = kernel_geometry(m)          # 1-D: () and (); 2-D, 3-D: per axis (workgroups.py)
+    wg = math.prod(workgroup) if workgroup else m.get("kernel.workgroup_size", int, required=False, default=64)
     if not 1 <= wg <= 256:
         raise StudioError(f"kernel.workgroup_size {wg} outside [1, 256]", file=m.file, field="kernel.workgroup_size")
     authors = m.get("authors", list, required=False, default=[])
@@ -135,7 +141,8 @@ def build_contract(m: Manifest) -> Contract:
             file=m.get("kernel.file", str, required=False, default=DEFAULT_KERNEL_FILE),
             entry=m.get("kernel.entry", str, required=False, default="main"),
             workgroup_size=wg,
-            invocations=_embedded(m, "kernel.invocations", parse_expr),
+            invocations=_product(axes) if axes else _embedded(m, "kernel.invocations", parse_expr),
+            workgroup=workgroup, axes=axes,
         ),
         bindings=BindingDescriptor((), "", m.file) if composite else _embedded(m, "bindings.text", parse_bindings),
         backward=backward,
@@ -149,6 +156,15 @@ def build_contract(m: Manifest) -> Contract:
     from .tunables import bind_invocations
     bind_invocations(contract)          # `cdiv(n, RUN)`: constant overrides bound (docs/performance.md)
     return contract
+
+
+def _product(axes: tuple[Expr, ...]) -> Expr:
+    """The total invocations of a launch declared per axis."""
+    from .expr import BinOp
+    out = axes[0]
+    for e in axes[1:]:
+        out = BinOp("*", out, e)
+    return out
 
 
 def _gradient_tolerance(m: Manifest) -> float | None:
@@ -198,17 +214,22 @@ def _backward_kernel(m: Manifest, backward: Backward) -> BackwardKernelSpec | No
     except StudioError as e:
         raise StudioError(f"backward.tolerance: {e.message}", file=m.file, field="backward.tolerance",
                           hint=e.hint) from None
+    bindings = _embedded(m, "backward.bindings", parse_bindings)
+    for b in bindings:
+        if b.writes:       # the device VJP reads the forward's tensors and writes gradients of its own
+            raise StudioError(f"'{b.name} -> {b.writes}': in-place bindings are for the forward kernel",
+                              file=m.file, line=b.line, col=b.col, field="backward.bindings",
+                              hint=f"bind the gradient to a buffer of its own: {b.writes} : storage read_write ...")
     return BackwardKernelSpec(file=file, entry=m.get("backward.entry", str, required=False, default="main"),
                               workgroup_size=wg, invocations=_embedded(m, "backward.invocations", parse_expr),
-                              bindings=_embedded(m, "backward.bindings", parse_bindings), tolerance=tol)
+                              bindings=bindings, tolerance=tol)
 
 
 def _no_composite_section(m: Manifest) -> None:
     """A composite's steps live in its backward text; an old [composite] section is not read."""
     if "composite" in m.data:
-        line = next((n for n, raw in enumerate(m.text.split("\n"), 1) if raw.strip().startswith("[composite]")),
-                    None)
+        line, col = position(m.text, ("composite",), key=True)
         raise StudioError("a [composite] section: a composite op's steps go in [backward] text, after 'composite'",
-                          file=m.file, line=line, col=1 if line else None, field="composite",
+                          file=m.file, line=line, col=col, field="composite",
                           hint='write text = """ then composite, then one step per line such as '
                                'u = core/shape/unfold@1(x; w = w), then """ under [backward]')

@@ -1,5 +1,5 @@
 """Integer/real arithmetic over named symbols: the shape and value expressions of the
-signature and the binding descriptor (grammar: studio/resources/grammars/expr.lark)."""
+signature and the binding descriptor (grammar: resources/grammars/expr.lark)."""
 from __future__ import annotations
 
 import numbers

@@ -1,4 +1,4 @@
-"""The grammars in studio/resources/grammars: cached LALR parsers, and lark's errors turned into
+"""The grammars in resources/grammars: cached LALR parsers, and lark's errors turned into
 StudioErrors that point at the offending token in the user's file."""
 from __future__ import annotations
 

@@ -6,6 +6,7 @@ import tomllib
 from dataclasses import dataclass
 
 from ..errors import StudioError
+from .toml_position import position
 
 _TOML_POS = re.compile(r"\(at line (\d+), column (\d+)\)")
 MAX_DEPTH = 32              # arrays and inline tables nested deeper are refused before parsing
@@ -48,30 +49,9 @@ class Manifest:
         return node
 
     def position(self, dotted: str) -> tuple[int | None, int | None]:
-        """Line and column (1-based) where the *value* of a string field starts in op.toml."""
-        table, _, key = dotted.rpartition(".")
-        current = ""
-        for n, raw in enumerate(self.text.split("\n"), 1):  # TOML lines end at \n only
-            s = raw.strip()
-            if s.startswith("[") and not s.startswith("[["):
-                current = s.strip("[] ")
-                continue
-            if current != table:
-                continue
-            m = re.match(r"\s*" + re.escape(key) + r"\s*=\s*", raw)
-            if not m:
-                continue
-            rest = raw[m.end():]
-            for q in ('"""', "'''"):
-                if rest.startswith(q):
-                    after = rest[3:]
-                    if after.strip() == "":
-                        return n + 1, 1          # TOML trims the newline right after the quotes
-                    return n, m.end() + 4
-            if rest[:1] in "\"'":
-                return n, m.end() + 2
-            return n, m.end() + 1
-        return None, None
+        """Line and column (1-based) where the *value* of a field starts in op.toml (a string's
+        first character: embedded texts count their positions from there)."""
+        return position(self.text, dotted, content=True)
 
 
 def utf8_error(raw: bytes, e: UnicodeDecodeError, file: str) -> StudioError:

@@ -1,4 +1,4 @@
-"""The shape-signature language (grammar: studio/resources/grammars/signature.lark): typed inputs with
+"""The shape-signature language (grammar: resources/grammars/signature.lark): typed inputs with
 symbolic shapes, params with constraints, relations, outputs with shape expressions."""
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ from lark import Token, Tree
 
 from ..errors import StudioError
 from ..precision import DTYPE_BYTES, INT_RANGE
-from .expr import Expr, Number, Sym, build, size
+from .domains import Domain, build_domain, open_upper
+from .expr import BinOp, Expr, Num, Number, Sym, build, size
 from .grammar import Source, parse
 
 COMPARE = {"<=": operator.le, "<": operator.lt, ">=": operator.ge, ">": operator.gt,
@@ -26,26 +27,6 @@ class DataDim:
 
     def __str__(self):
         return f"?{self.name}"
-
-
-@dataclass(frozen=True)
-class Domain:
-    """The values an input may hold: any (NaN and ±inf included), finite, nonneg (finite, >= 0),
-    or in [lo, hi] (constants)."""
-    kind: str = "any"
-    lo: Number | None = None
-    hi: Number | None = None
-
-    @property
-    def admits_nan(self) -> bool:
-        return self.kind == "any"
-
-    @property
-    def admits_inf(self) -> bool:
-        return self.kind == "any"
-
-    def __str__(self):
-        return f"in [{self.lo}, {self.hi}]" if self.kind == "in" else self.kind
 
 
 @dataclass(frozen=True)
@@ -114,8 +95,7 @@ class Signature:
     @property
     def symbols(self) -> frozenset[str]:
         """The names expressions may use: dim symbols bound by inputs, and params."""
-        return frozenset(d.name for t in self.inputs for d in t.dims if isinstance(d, Sym)) | {
-            p.name for p in self.params}
+        return bound_symbols(self.inputs, self.params)
 
     def param(self, name: str) -> ParamSpec:
         return self._find(self.params, name, "param")
@@ -143,15 +123,16 @@ class Signature:
         self._no_strangers(params, self.params, "param")
         env: dict[str, Number] = {}
         bound_by: dict[str, str] = {}  # dim symbol -> the input that bound it
+        shapes = {t.name: self._shape_of(t, input_shapes) for t in self.inputs}
         for t in self.inputs:
-            shape = self._shape_of(t, input_shapes)
-            for d, s in zip(t.dims, shape):
+            for d, s in zip(t.dims, shapes[t.name]):
                 if not isinstance(d, Sym):
                     continue
                 if env.setdefault(d.name, s) != s:
                     raise StudioError(f"{t.name} has {d.name} = {s} but {bound_by[d.name]} has {d.name} = "
                                       f"{env[d.name]}", field=t.name, hint=f"give both the same size {d.name}")
                 bound_by.setdefault(d.name, t.name)
+        self._bind_affine(shapes, env, bound_by)
         for p in self.params:
             env[p.name] = _check_param(p, params)
         for p in self.params:
@@ -172,6 +153,20 @@ class Signature:
                 who = next((n for n in names if n not in bound_by), names[0] if names else None)
                 raise _violation(who, env.get(who), str(r), (r.left, r.right), env, bound_by.get(who, who))
         return env
+
+    def _bind_affine(self, shapes, env: dict, bound_by: dict) -> None:
+        """A symbol only written as `s + c` or `s - c` in input dims (row_ptr: u32[rows + 1]) is
+        bound by the first such dim: s = size - c."""
+        params = {p.name for p in self.params}
+        for t in self.inputs:
+            for d, s in zip(t.dims, shapes[t.name]):
+                a = affine(d)
+                if a is None or a[0] in env or a[0] in params:
+                    continue
+                if s - a[1] < 0:
+                    raise StudioError(f"{t.name} has {s} in the dim declared '{d}', so {a[0]} would be {s - a[1]}",
+                                      field=t.name, hint=f"pass {t.name} with a size that makes {a[0]} >= 0")
+                env[a[0]], bound_by[a[0]] = s - a[1], t.name
 
     def _no_strangers(self, given: dict, specs, what: str) -> None:
         for name in given:
@@ -206,6 +201,25 @@ class Signature:
         outs = ", ".join(map(str, self.outputs))
         return (f"{self.name}({', '.join(map(str, self.inputs))}{'; ' + params if params else ''}) -> "
                 + (outs if len(self.outputs) == 1 else f"({outs})"))
+
+
+def affine(d) -> tuple[str, int] | None:
+    """A dim written `s + c`, `c + s` or `s - c` (c an integer): (s, the offset c with its sign)."""
+    if isinstance(d, BinOp) and d.op in ("+", "-"):
+        left, right = d.left, d.right
+        if isinstance(left, Sym) and isinstance(right, Num) and isinstance(right.value, int):
+            return left.name, right.value if d.op == "+" else -right.value
+        if d.op == "+" and isinstance(right, Sym) and isinstance(left, Num) and isinstance(left.value, int):
+            return right.name, left.value
+    return None
+
+
+def bound_symbols(inputs, params) -> frozenset[str]:
+    """Dim symbols bound by input shapes (plainly, or as `s + c`), and the params."""
+    pnames = {p.name for p in params}
+    dims = {d.name for t in inputs for d in t.dims if isinstance(d, Sym)}
+    dims |= {a[0] for t in inputs for d in t.dims if (a := affine(d)) is not None and a[0] not in pnames}
+    return frozenset(dims | pnames)
 
 
 def _check_param(p: ParamSpec, params: dict[str, Number]) -> Number:
@@ -267,8 +281,9 @@ class _Builder:
         params = tuple(self.param(t) for t in items if t.data == "param")
         relations = tuple(self.relation(t) for t in items if t.data == "relation")
         outputs = tuple(self.tensor(t, "output") for t in outputs_t.children)
-        known = {d.name for t in inputs for d in t.dims if isinstance(d, Sym)} | {p.name for p in params}
+        known = bound_symbols(inputs, params)
         for e in [*(d for t in inputs + outputs for d in t.dims if not isinstance(d, DataDim)),
+                  *(e for t in inputs for e in t.domain.exprs()),
                   *(b for p in params for b in (p.lo, p.hi) if b is not None),
                   *(s for r in relations for s in (r.left, r.right))]:
             for s in e.nodes():
@@ -294,7 +309,8 @@ class _Builder:
         self.declare(name, f"an {what}")
         dtype = self.dtype(dtype)
         dims = tuple(self.dim(d, what) for d in dims_t.children) if dims_t else ()
-        domain = self.domain(domain_t[0]) if domain_t and domain_t[0] else Domain()
+        domain = build_domain(domain_t[0], self.src, str(name), dtype, len(dims)) if domain_t and domain_t[0] \
+            else Domain()
         return TensorSpec(str(name), dtype, dims, domain, *self.src.pos(name))
 
     def dim(self, tree: Tree, what: str) -> Expr | DataDim:
@@ -316,27 +332,6 @@ class _Builder:
             self.names[e.name] = "a dim symbol"
         return e
 
-    def domain(self, tree: Tree) -> Domain:
-        kind, *bounds = tree.children
-        if not bounds:
-            return Domain(str(kind))
-        lo, hi = (self.constant(b) for b in bounds)
-        if lo > hi:
-            raise self.src.error(f"empty range [{lo}, {hi}]", kind, "write the lower bound first")
-        return Domain("in", lo, hi)
-
-    def constant(self, tree: Tree) -> Number:
-        e = build(tree, self.src)
-        for s in e.nodes():
-            if isinstance(s, Sym):
-                raise self.src.error(f"a value domain bound must be a constant, not '{s.name}'", s.at,
-                                     "write numbers, e.g. x: f32[n] in [-1, 1]")
-        try:
-            return e.eval({})
-        except StudioError as err:
-            raise self.src.error(err.message, self.src.at(tree.meta.line, tree.meta.column),
-                                 "write numbers, e.g. in [-1, 1]") from None
-
     def param(self, tree: Tree) -> ParamSpec:
         name, dtype_tok, *quals = tree.children
         self.declare(name, "a param")
@@ -355,7 +350,11 @@ class _Builder:
             else:
                 if lo is not None:
                     raise self.src.error("a second range", kw, "keep one 'in [lo, hi]'")
+                if q.data == "qualifier_open" and dtype not in INT_RANGE:
+                    raise self.src.error(f"a half-open range needs an integer param, but {name} is {dtype}", kw,
+                                         f"write in [lo, hi] for {name}, or declare it as u32 or i32")
                 lo, hi = (build(b, self.src) for b in bounds)
+                hi = open_upper(hi) if q.data == "qualifier_open" else hi
         return ParamSpec(str(name), dtype, parity, lo, hi, *self.src.pos(name))
 
     def relation(self, tree: Tree) -> Relation:

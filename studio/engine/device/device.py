@@ -147,22 +147,28 @@ def zeroes_workgroup_memory(profile: GpuProfile) -> bool:
     return "llvmpipe" not in str(profile.adapter.get("device", "")).lower()
 
 
+def thread_names() -> list[str]:
+    """The names of this process's threads, from /proc/self/task/*/comm (Linux; psutil lists
+    threads without their names); [] elsewhere."""
+    names = []
+    try:
+        tids = os.listdir("/proc/self/task")
+    except OSError:
+        return names
+    for tid in tids:
+        try:
+            with open(f"/proc/self/task/{tid}/comm") as f:
+                names.append(f.read().strip())
+        except OSError:
+            continue
+    return names
+
+
 def llvmpipe_executors() -> int:
     """How many threads llvmpipe runs workgroups on: it starts one rasterizer thread per
     executor, named llvmpipe-0, llvmpipe-1, ... (Linux shows them in /proc); elsewhere Mesa's
     own rule (LP_NUM_THREADS, else the CPU count, at most 16)."""
-    found = -1
-    try:
-        for tid in os.listdir("/proc/self/task"):
-            try:
-                with open(f"/proc/self/task/{tid}/comm") as f:
-                    name = f.read().strip()
-            except OSError:
-                continue
-            if name.startswith("llvmpipe-") and name[9:].isdigit():
-                found = max(found, int(name[9:]))
-    except OSError:
-        pass
+    found = max([int(n[9:]) for n in thread_names() if n.startswith("llvmpipe-") and n[9:].isdigit()] + [-1])
     if found >= 0:
         return found + 1
     env = os.environ.get("LP_NUM_THREADS", "").strip()
@@ -301,7 +307,7 @@ class Device:
         self._owner = owner
 
     def clear_workgroup_memory(self) -> int:
-        """Zero the workgroup memory of every executor thread (studio/resources/shaders/
+        """Zero the workgroup memory of every executor thread (shaders/
         clear_workgroup.wgsl); returns the attempts it took. Each attempt is accepted only when
         all its workgroups met, i.e. ran at once on that many distinct executors; a StudioError
         when they could not be made to meet."""

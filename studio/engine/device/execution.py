@@ -23,7 +23,9 @@ from ..precision import (
     words_of,
 )
 from .device import Device
+from .launch import of_spec as launch_of
 from .layout import layout_groups
+from .layout_words import run_failure
 
 
 @dataclass
@@ -45,6 +47,8 @@ class KernelProgram:
     invocations: object                # an Expr over the signature's symbols
     bindings: object                   # a BindingDescriptor
     owner: str = ""                    # whose code it is (package_owner); "": the op name stands for it
+    workgroup: tuple = ()              # 2-D/3-D: the workgroup size and invocations per axis (launch.py)
+    axes: tuple = ()
 
 
 def forward_program(pkg: OpPackage) -> KernelProgram:
@@ -53,7 +57,8 @@ def forward_program(pkg: OpPackage) -> KernelProgram:
         raise StudioError(f"{pkg.id} is a composite op: it has no kernel of its own", file=pkg.manifest_path,
                           field="backward.text", hint="run it with run_op or in a workflow; its steps' kernels run")
     return KernelProgram(pkg.id, pkg.kernel_source, pkg.kernel_path, c.kernel.entry, c.kernel.workgroup_size,
-                         c.kernel.invocations, c.bindings, owner=package_owner(pkg))
+                         c.kernel.invocations, c.bindings, owner=package_owner(pkg), workgroup=c.kernel.workgroup,
+                         axes=c.kernel.axes)
 
 
 def package_owner(pkg: OpPackage) -> str:
@@ -103,16 +108,23 @@ def prepare(pkg: OpPackage, case: Case, *, budget_bytes: int | None = None, devi
         limits.append((budget_bytes, "the run's memory budget"))
     if device is not None:
         limits.append((device.profile.limits.get("max-buffer-size", 1 << 62), "the device's max buffer size"))
-        biggest = max([int(np.prod(s)) * 4 for s in shapes.values()] + [np.asarray(v).nbytes for v in case.inputs.values()] + [0])
-        cap = device.profile.limits.get("max-storage-buffer-binding-size", 1 << 62)
-        if biggest + CANARY_WORDS * WORD_BYTES > cap:
-            raise StudioError(f"{pkg.id}: one buffer needs {biggest} bytes; the device binds at most {cap}",
-                              hint="run on smaller inputs or a device with larger limits")
+        check_binding_size(pkg.id, shapes, [np.asarray(v).nbytes for v in case.inputs.values()], device,
+                           margin=CANARY_WORDS * WORD_BYTES)
     for limit, what in limits:
         if need > limit:
             raise StudioError(f"{pkg.id}: needs {need} bytes for inputs and outputs, over {what} ({limit} bytes)",
                               hint="shrink the inputs or raise the budget")
     return env, shapes
+
+
+def check_binding_size(op: str, shapes: dict, input_bytes: list[int], device: Device, *, margin: int = 0) -> None:
+    """The buffer cap: no one binding (an output of ``shapes``, an input of ``input_bytes``, plus
+    ``margin``: the canary words a guarded run adds) over the device's max storage binding size."""
+    biggest = max([int(np.prod(s)) * 4 for s in shapes.values()] + list(input_bytes) + [0])
+    cap = device.profile.limits.get("max-storage-buffer-binding-size", 1 << 62)
+    if biggest + margin > cap:
+        raise StudioError(f"{op}: one buffer needs {biggest} bytes; the device binds at most {cap}",
+                          hint="run on smaller inputs or a device with larger limits")
 
 
 def run_cases(pkg: OpPackage, cases: list[Case], *, device: Device, guard: bool = False,
@@ -164,21 +176,32 @@ class _Slot:
     size: int = 0
     count: int = 0
     data: object = None
+    buffer: object = None            # where it is bound: an arena, or a device-resident tensor's own buffer
+    inout: bool = False              # in place (`y : ... -> y_out`): data staged at ``src`` of the input arena,
+    src: int = 0                     # copied into the output arena before the kernel, read back as y_out
 
 
-def _plan(desc, env: dict, inputs: dict, guard: bool) -> list[_Slot]:
-    """One case's bindings: uniforms (their bytes), inputs (their array), outputs (their element count)."""
+def _plan(desc, env: dict, inputs: dict, guard: bool, bound: dict | None = None) -> list[_Slot]:
+    """One case's bindings: uniforms (their bytes, padded to 16), inputs (their array; or, named in
+    ``bound``, a device buffer and its size, bound as they are), outputs (their element count)."""
     slots = []
     for b in desc.bindings:
         if b.kind == "uniform":
             data = b.uniform_bytes(env)
             slots.append(_Slot(b, data=data + b"\0" * (-len(data) % 16) if data else b"\0" * 16))
+        elif bound and b.name in bound:   # in place: the caller copies it (buffers.py), never writes the input
+            slots.append(_Slot(b, buffer=bound[b.name][0], size=bound[b.name][1], inout=bool(b.writes)))
         elif b.name in inputs:
             arr = inputs[b.name]          # contiguous (_as_dtype): uploaded from its own memory, no copy
             raw = arr.reshape(-1).view(np.uint8) if arr.nbytes else np.zeros(4, np.uint8)
             if raw.nbytes % 4:            # queue writes come in whole words
                 raw = np.concatenate([raw, np.zeros(-raw.nbytes % 4, np.uint8)])
-            slots.append(_Slot(b, data=raw))
+            if b.writes:                  # in place: an output slot that starts as the input's values
+                count = b.element_count(env)
+                slots.append(_Slot(b, count=count, size=4 * (count + CANARY_WORDS if guard else max(count, 1)),
+                                   data=raw, inout=True))
+            else:
+                slots.append(_Slot(b, data=raw))
         else:
             count = b.element_count(env)
             slots.append(_Slot(b, count=count, size=4 * (count + CANARY_WORDS if guard else max(count, 1))))
@@ -209,16 +232,13 @@ def dispatch(program: KernelProgram, prepared: list[tuple[dict, dict, dict]], *,
     unwritten elements and writes past the end show per case. Workgroup memory is cleared first
     when the device's last kernel was another package's (Device.isolate)."""
     desc = program.bindings
-    user_lines = program.source.count("\n") + 1
     groups_layout = layout_groups(desc)
-    canaried = {b.name for b in desc.bindings if b.kind == "storage"} - \
-        {n for _, _, inputs in prepared for n in inputs}
+    given = {n for _, _, inputs in prepared for n in inputs}
+    canaried = {b.name for b in desc.bindings if b.kind == "storage" and (b.writes or b.name not in given)}
     source = guarded_source(program.source, canaried) if guard else program.source
 
     def pipeline_for(env: dict):
-        # one pipeline per value of the WGSL overrides (cached by the device)
-        return device.pipeline(source, program.entry, groups_layout, file=program.path,
-                               user_lines=user_lines, constants=desc.override_values(env))
+        return _pipeline(program, source, device, env, groups_layout)
     pipes = [pipeline_for(env) for env, _, _ in prepared] if desc.overrides else []
     default = pipes[0] if pipes else pipeline_for({})
     device.isolate(program.owner or program.op)
@@ -231,19 +251,58 @@ def dispatch(program: KernelProgram, prepared: list[tuple[dict, dict, dict]], *,
     return results
 
 
+def _pipeline(program: KernelProgram, source: str, device: Device, env: dict, groups_layout: dict | None = None):
+    """One pipeline per value of the WGSL overrides (cached by the device)."""
+    desc = program.bindings
+    try:
+        return device.pipeline(source, program.entry, groups_layout or layout_groups(desc), file=program.path,
+                               user_lines=program.source.count("\n") + 1, constants=desc.override_values(env))
+    except StudioError:
+        raise
+    except Exception as e:            # wgpu refused the layout: said in the product's words (layout_words.py)
+        raise run_failure(program, e) or e from None
+
+
+def _launch(program: KernelProgram, env: dict, device: Device) -> tuple[int, int, int]:
+    """One case's grid (x, y, z); (0, 0, 0): nothing to launch. An axis past the per-dimension limit
+    folds into the next unused axis (launch.py; docs/package-format.md, "Launch geometry")."""
+    limit = device.profile.limits.get("max-compute-workgroups-per-dimension", 65535)
+    return launch_of(program, env, limit, op=program.op).grid
+
+
+def _encode(cp, dev, pipeline, slots: list[_Slot], launch: tuple[int, ...]) -> None:
+    """One case in a compute pass: its pipeline, one bind group per group of the layout (each slot
+    bound to its buffer at its offset and size), its launch."""
+    pipe, layouts = pipeline
+    entries: dict[int, list] = {}
+    for s in slots:
+        entries.setdefault(s.binding.group, []).append(
+            {"binding": s.binding.binding, "resource": {"buffer": s.buffer, "offset": s.offset, "size": s.size}})
+    cp.set_pipeline(pipe)
+    for g, layout in enumerate(layouts):
+        cp.set_bind_group(g, dev.create_bind_group(layout=layout, entries=entries.get(g, [])))
+    if launch[0]:
+        cp.dispatch_workgroups(*launch)
+
+
 def _submit(program, device: Device, chunk: list, prepared: list, pipes: list, default, guard: bool):
     wgpu, dev = device.wgpu, device.device
+    launches = {at: _launch(program, prepared[at][0], device) for at, _ in chunk}   # refused before anything
     lim = dev.limits
     s_align = int(lim.get("min-storage-buffer-offset-alignment", 256))
     u_align = int(lim.get("min-uniform-buffer-offset-alignment", 256))
     totals = {"uniform": 0, "input": 0, "output": 0}
     for _, slots in chunk:
         for s in slots:
-            kind = "uniform" if s.binding.kind == "uniform" else "input" if s.data is not None else "output"
+            kind = ("uniform" if s.binding.kind == "uniform" else "input" if s.data is not None and not s.inout
+                    else "output")
             s.offset = _align(totals[kind], u_align if kind == "uniform" else s_align)
-            if s.data is not None:
+            if s.data is not None and not s.inout:
                 s.size = len(s.data)
             totals[kind] = s.offset + s.size
+            if s.inout:                   # the input's values, staged in the input arena
+                s.src = _align(totals["input"], s_align)
+                totals["input"] = s.src + len(s.data)
     U = wgpu.BufferUsage
     used = []
 
@@ -254,7 +313,7 @@ def _submit(program, device: Device, chunk: list, prepared: list, pipes: list, d
         used.append(buf)
         return buf
     ubuf = arena("uniform", U.UNIFORM | U.COPY_DST)
-    ibuf = arena("input", U.STORAGE | U.COPY_DST)
+    ibuf = arena("input", U.STORAGE | U.COPY_SRC | U.COPY_DST)
     obuf = arena("output", U.STORAGE | U.COPY_SRC | U.COPY_DST)
     staging = arena("output", U.MAP_READ | U.COPY_DST)
     if ubuf is not None:
@@ -266,8 +325,8 @@ def _submit(program, device: Device, chunk: list, prepared: list, pipes: list, d
         dev.queue.write_buffer(ubuf, 0, blob)
     for _, slots in chunk:
         for s in slots:
-            if s.data is not None and s.binding.kind != "uniform":
-                dev.queue.write_buffer(ibuf, s.offset, s.data)   # the whole range: nothing earlier is left
+            if s.data is not None and s.binding.kind != "uniform":   # the whole range: nothing earlier is left
+                dev.queue.write_buffer(ibuf, s.src if s.inout else s.offset, s.data)
     enc = dev.create_command_encoder()
     if obuf is not None:
         if guard:                     # poison in every output, canaries after it
@@ -279,31 +338,16 @@ def _submit(program, device: Device, chunk: list, prepared: list, pipes: list, d
             dev.queue.write_buffer(obuf, 0, words)
         else:                         # zeroed, as a new WebGPU buffer is
             enc.clear_buffer(obuf, 0, totals["output"])
-    max_groups = device.profile.limits.get("max-compute-workgroups-per-dimension", 65535)
+        for _, slots in chunk:        # in place: the input's values, over the poison, before the kernel
+            for s in slots:
+                if s.inout and s.count:
+                    enc.copy_buffer_to_buffer(ibuf, s.src, obuf, s.offset, 4 * s.count)
     cp = enc.begin_compute_pass()
     for at, slots in chunk:
-        env = prepared[at][0]
-        pipe, layouts = pipes[at] if pipes else default
-        entries: dict[int, list] = {}
         for s in slots:
-            buf = ubuf if s.binding.kind == "uniform" else ibuf if s.data is not None else obuf
-            entries.setdefault(s.binding.group, []).append(
-                {"binding": s.binding.binding, "resource": {"buffer": buf, "offset": s.offset, "size": s.size}})
-        invocations = int(program.invocations.eval(env))
-        groups = -(-invocations // program.workgroup_size)
-        # past the per-dimension limit the launch folds into 2-D; kernels index as
-        # gid.x + gid.y * num_workgroups.x * workgroup_size (see docs/package-format.md)
-        gy = -(-groups // max_groups)
-        if gy > max_groups:
-            cp.end()
-            device.give_back(used)
-            raise StudioError(f"{program.op}: {invocations} invocations exceed the device's launch limit",
-                              hint="raise [kernel] workgroup_size or process the input in pieces")
-        cp.set_pipeline(pipe)
-        for g, layout in enumerate(layouts):
-            cp.set_bind_group(g, dev.create_bind_group(layout=layout, entries=entries.get(g, [])))
-        if groups > 0:
-            cp.dispatch_workgroups(-(-groups // gy), gy)
+            s.buffer = (ubuf if s.binding.kind == "uniform" else ibuf if s.data is not None and not s.inout
+                        else obuf)
+        _encode(cp, dev, pipes[at] if pipes else default, slots, launches[at])
     cp.end()
     if obuf is not None:
         enc.copy_buffer_to_buffer(obuf, 0, staging, 0, totals["output"])
@@ -326,23 +370,23 @@ def _read_case(program, case, slots: list[_Slot], words, guard: bool) -> Result:
     env, shapes, _ = case
     res = Result(outputs={}, env=env)
     for s in slots:
-        if s.data is not None:
+        if s.data is not None and not s.inout:
             continue
-        b, o = s.binding, s.offset // 4
+        b, o, name = s.binding, s.offset // 4, s.binding.output    # in place: the buffer holds the output
         body = words[o:o + s.count].copy()                  # the one copy out of the mapped staging
-        if guard:
-            res.unwritten[b.name] = np.flatnonzero(body == poison(b.dtype))
-            res.canary_hits[b.name] = np.flatnonzero(words[o + s.count:o + s.count + CANARY_WORDS] != CANARY_WORD)
-        if b.name in shapes:
+        if guard:                     # in place: it starts as the input, so no element shows unwritten
+            res.unwritten[name] = np.array([], int) if s.inout else np.flatnonzero(body == poison(b.dtype))
+            res.canary_hits[name] = np.flatnonzero(words[o + s.count:o + s.count + CANARY_WORDS] != CANARY_WORD)
+        if name in shapes:
             values, malformed = from_device(body, b.dtype)
             if malformed.size:
                 i = int(malformed[0])
-                raise StudioError(f"{program.op}: output '{b.name}'[{i}] was written as the word 0x{int(body[i]):08x}, "
+                raise StudioError(f"{program.op}: output '{name}'[{i}] was written as the word 0x{int(body[i]):08x}, "
                                   f"which is no {b.dtype} (its low half is not zero; {malformed.size} such "
                                   "element(s))", file=program.path,
                                   hint="round every bf16 result with bf16_round() before storing it "
-                                       "(studio/resources/shaders/bf16.wgsl; docs/bf16.md)")
-            res.outputs[b.name] = values.reshape(shapes[b.name])
+                                       "(shaders/bf16.wgsl; docs/bf16.md)")
+            res.outputs[name] = values.reshape(shapes[name])
     return res
 
 

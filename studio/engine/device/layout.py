@@ -9,20 +9,16 @@ byte offset the compiler gave it, so field order is checked too. Positions on th
 come from pygments' WGSL lexer and are for display only."""
 from __future__ import annotations
 
-import re
 import struct
 
 import numpy as np
 
 from ..contract.bindings import Binding, BindingDescriptor
 from ..errors import StudioError
+from .layout_errors import parse_layout_error
+from .layout_words import struct_size_words
 
 WGSL_SCALAR = {"f32": "f32", "i32": "i32", "u32": "u32", "bf16": "f32"}   # bf16: the high half of an f32 word
-_GOT = re.compile(r"expected to be `[^`]+`, but got `([^`]+)`")
-_SPACES = [(re.compile(r"Storage \{ access: StorageAccess\(LOAD \| STORE\) \}"), "storage read_write"),
-           (re.compile(r"Storage \{ access: StorageAccess\(LOAD\) \}"), "storage read"),
-           (re.compile(r"\bUniform\b"), "uniform")]
-_RESOURCE = re.compile(r"ResourceBinding \{ group: (\d+), binding: (\d+) \}")
 
 
 def layout_entry(b: Binding) -> dict:
@@ -146,13 +142,18 @@ def check_layout(device, kernel: str, desc: BindingDescriptor, *, entry: str, ke
         except StudioError as e:
             want = (f"{b.dtype} elements" if b.kind == "storage"
                     else "fields " + ", ".join(f"{f.name}: {f.dtype}" for f in b.fields))
-            got = _GOT.search(e.message)
-            why = (f"the kernel's {'element' if b.kind == 'storage' else 'field'} type is {got.group(1)}" if got
-                   else e.message)
+            got = parse_layout_error(e.message)
+            why = (f"the kernel's {'element' if b.kind == 'storage' else 'field'} type is {got.got}"
+                   if got and got.kind == "element_type" else e.message)
             errors.append(problem(b, f"the descriptor says {want}; {why}", d,
                                   "make the WGSL variable's name and type agree with the descriptor"))
             continue
         except Exception as e:  # wgpu's validator: slot, address space, access or size
+            short = parse_layout_error(str(e))
+            if short is not None and short.kind == "struct_size" and b.kind == "uniform":   # layout_words.py
+                msg, hint = struct_size_words(b, kernel, short)
+                errors.append(problem(b, msg, d or by_slot.get((b.group, b.binding)), hint))
+                continue
             errors.append(problem(b, _layout_message(str(e), b), d or by_slot.get((b.group, b.binding)),
                                   "make @group/@binding, the address space and access mode agree"))
             continue
@@ -170,15 +171,14 @@ def check_layout(device, kernel: str, desc: BindingDescriptor, *, entry: str, ke
     except StudioError as e:
         errors.append(e)
     except Exception as e:
-        text = str(e)
-        m = _RESOURCE.search(text)
-        d = by_slot.get((int(m.group(1)), int(m.group(2)))) if m else None
-        if "entry point" in text.lower() and "not found" in text.lower() or "Unable to find entry point" in text:
+        got = parse_layout_error(str(e))
+        d = by_slot.get((got.group, got.binding)) if got and got.group is not None else None
+        if got and got.kind == "entry_point":
             errors.append(StudioError(f"entry point '{entry}' not found in the kernel", file=kernel_file,
                                       hint="set [kernel] entry to the @compute function's name"))
         elif not errors:
             errors.append(StudioError(
-                "the kernel uses " + (f"@group({m.group(1)}) @binding({m.group(2)})" if m else "a binding")
+                "the kernel uses " + (got.slot if got else "a binding")
                 + " which the descriptor does not declare", file=kernel_file,
                 line=d["line"] if d else None, col=d["col"] if d else None,
                 related=[StudioError("bindings descriptor", file=descriptor_file,
@@ -188,21 +188,15 @@ def check_layout(device, kernel: str, desc: BindingDescriptor, *, entry: str, ke
 
 
 def _layout_message(text: str, b: Binding) -> str:
-    cause = [ln.strip() for ln in text.splitlines() if ln.strip()][-2:]
-    if "not available in the pipeline layout" in text:
-        m = _RESOURCE.search(text)
-        slot = f"@group({m.group(1)}) @binding({m.group(2)})" if m else "another slot"
-        detail = cause[-1] if "doesn't match" in cause[-1] or "size" in cause[-1] else ""
-        if detail and "doesn't match" in detail:
-            for pat, word in _SPACES:
-                detail = pat.sub(word, detail)
-            declared, _, kernel = detail.partition(" doesn't match the shader ")
-            declared = declared.replace("Storage class ", "")
-            return f"the descriptor says {declared}, the kernel declares {kernel}"
-        if detail:
-            return f"struct size disagrees: {detail}"
-        return f"the kernel declares it at {slot}, the descriptor at @group({b.group}) @binding({b.binding})"
-    return " ".join(cause)
+    got = parse_layout_error(text)
+    if got is None or got.kind in ("entry_point", "element_type"):
+        return " ".join([ln.strip() for ln in text.splitlines() if ln.strip()][-2:])
+    if got.kind == "binding_type":
+        return f"the descriptor says {got.layout}, the kernel declares {got.shader}"
+    if got.kind == "struct_size":
+        return f"struct size disagrees: {got.cause}"
+    slot = got.slot if got.group is not None else "another slot"
+    return f"the kernel declares it at {slot}, the descriptor at @group({b.group}) @binding({b.binding})"
 
 
 def _field_offsets(device, pipe, layouts, b: Binding, out_group: int) -> list[int]:

@@ -81,6 +81,24 @@ def evaluate_rows(bound: Bound, head: np.ndarray, rows: np.ndarray, take: slice)
     return out
 
 
+def evaluate_statement(bound: Bound, frame: np.ndarray, index: int, lets: dict) -> np.ndarray | None:
+    """Statement ``index`` of the program alone on ``frame`` (float32, C-contiguous: updated in
+    place), the earlier lets given (name -> one value per row): what the staged device path runs on
+    the host (studio/engine/learner/staged.py). Returns a let's values (one per row), else None."""
+    st = bound.program.statements[index]
+    step = max(1, BUDGET // max(1, bound.volume))
+    got = []
+    with np.errstate(all="ignore"):
+        for r0 in range(0, frame.shape[0], step):
+            run = _Run(bound, frame[r0:r0 + step])
+            run.lets = {n: np.asarray(v)[r0:r0 + step] for n, v in lets.items()}
+            if isinstance(st, Let):
+                got.append(np.broadcast_to(run.ev(st.expr, ()), (run.rows,)))
+            else:
+                run.assign(st)
+    return np.concatenate(got) if isinstance(st, Let) and got else None
+
+
 def _bind(prog, role, k, s, m) -> Bound:
     if role is None or k is None or s is None or m is None:
         raise StudioError("evaluate needs a checked program, or role, k, s and m", field="program",
@@ -235,4 +253,4 @@ class _Run:
         return np.take_along_axis(body, first[..., None], axis=-1)[..., 0]
 
 
-__all__ = ["evaluate", "evaluate_rows", "frame_rows", "BUDGET", "LIMIT"]
+__all__ = ["evaluate", "evaluate_rows", "evaluate_statement", "frame_rows", "BUDGET", "LIMIT"]

@@ -19,17 +19,11 @@ def default_max_owners() -> int:
 
 
 def available_memory() -> int:
-    """Bytes of memory this machine has available now (MemAvailable; else its free pages)."""
+    """Bytes of memory this machine has available now (psutil: MemAvailable on Linux)."""
+    import psutil
     try:
-        with open("/proc/meminfo") as fh:
-            for line in fh:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    try:
-        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError, AttributeError):
+        return int(psutil.virtual_memory().available)
+    except (psutil.Error, OSError, RuntimeError):
         return 1 << 34
 
 

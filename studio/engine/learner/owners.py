@@ -111,9 +111,10 @@ class Owners:
         now = self._identities()
         return [o for o, a in enumerate(self.addresses) if now.get(a) != self._ids.get(a)]
 
-    def load(self, system: System, params: np.ndarray, state: np.ndarray) -> None:
+    def load(self, system: System, params: np.ndarray, state: np.ndarray, device: str = "cpu") -> None:
         """Start every owner's actor on its worker with its shard (in its canonical order), its
-        blocks, the rules and the replica; then the first round trip: the sums at ``params``."""
+        blocks, the rules and the replica; then the first round trip: the sums at ``params``.
+        ``device``: where the owners compute (owner_device.MODES; each owner resolves it on its worker)."""
         if len(system.owners) != len(self.addresses):
             raise StudioError(f"the system has {len(system.owners)} owners, {len(self.addresses)} workers were given",
                               field="owners")
@@ -126,7 +127,7 @@ class Owners:
             shard = c.scatter(np.ascontiguousarray(system.samples[combine.owner_order(system, o)]), workers=[a],
                               hash=False)
             futures.append(c.submit(Resident, system.contribution, system.update, shard, self.blocks[o],
-                                    system.precision, system.rate, self.params, self.state, workers=[a],
+                                    system.precision, system.rate, self.params, self.state, device, workers=[a],
                                     allow_other_workers=False, actor=True, key=f"learner-owner{o}-{tag}"))
             self._shards.append(shard)
         self._holders = futures

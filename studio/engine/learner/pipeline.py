@@ -6,7 +6,7 @@ workflow's [train] loss at that sample, by reverse mode through every op's decla
 (studio/engine/workflow/train.py, the ladder of studio/engine/train/autodiff.py included).
 
 So the spike-removal pipeline with trainable gain, offset and FIR taps before the windowed median
-(studio/resources/workflows/train_median.toml) trains data-parallel: each owner computes the
+(resources/workflows/train_median.toml) trains data-parallel: each owner computes the
 gradients of its recordings, the canonical tree combines them, every owner applies the update.
 Each owner is a process of its own and opens its own context (device, catalog, trust store) on
 first use, from the user data folder ``home`` given here, so it judges the same receipts."""

@@ -1,5 +1,5 @@
 """Pointwise assignment programs (docs/assignment-programs.md; grammar:
-studio/resources/grammars/assign.lark): parsed into typed syntax (``syntax.py``), named and
+resources/grammars/assign.lark): parsed into typed syntax (``syntax.py``), named and
 typed here, checked against the slot layout of docs/requirements.md L6 by ``slots.py`` before anything runs.
 
     program = parse_program(text, origin="update.assign")

@@ -6,7 +6,8 @@ it during a run; the mean is the one thing that comes in.
 One call per step (``advance``): apply the update to the mean of the step just combined (on this
 replica), hash the replica, and, when another step follows, compute the contributions at the new
 parameters and the owner's complete blocks of the tree for that next step. So a run's step is one
-round trip between the driver and its owners.
+round trip between the driver and its owners. Where the contributions and blocks run (the numpy
+path or this worker's device) is the owner's ``OwnerPath`` (owner_device.py), chosen here.
 
 The driver keeps its own replica and checkpoints (docs/learner.md "Faults"): an actor dies with its
 worker, so nothing lives only here."""
@@ -17,10 +18,10 @@ import time
 
 import numpy as np
 
-from . import combine
 from .fingerprint import digest
+from .owner_device import CPU, OwnerPath
 
-PATH = "cpu (numpy)"          # the path this owner computes on (the record names it)
+PATH = CPU                    # the numpy path's name in the records (owner_device.OwnerPath.describe)
 
 
 def replica_hash(params: np.ndarray, state: np.ndarray) -> str:
@@ -41,8 +42,10 @@ def apply_update(rule, params: np.ndarray, state: np.ndarray, mean: np.ndarray, 
 class Resident:
     """The actor (``client.submit(Resident, ..., actor=True)``); see the module's docstring."""
 
-    def __init__(self, contribution, update, shard: np.ndarray, blocks, precision: str, rate, params, state):
+    def __init__(self, contribution, update, shard: np.ndarray, blocks, precision: str, rate, params, state,
+                 device: str = "cpu"):
         self.contribution, self.update = contribution, update
+        self.way = OwnerPath(device, contribution, int(np.shape(params)[0]), int(np.shape(shard)[1]))
         self.shard = np.ascontiguousarray(shard, np.float32)
         self.blocks, self.precision, self.rate = list(blocks), precision, np.float32(rate)
         self.params = np.array(params, np.float32)
@@ -52,8 +55,7 @@ class Resident:
         """This owner's complete blocks of the tree at the current parameters."""
         if not self.blocks:
             return []
-        return combine.block_sums(self.contribution.contributions(self.params, self.shard), self.blocks,
-                                  self.precision)
+        return self.way.block_sums(self.contribution, self.params, self.shard, self.blocks, self.precision)
 
     def advance(self, mean: np.ndarray | None, inject: int | None, more: bool):
         """(hash after the update, the next step's block sums or None, seconds spent here).
@@ -72,4 +74,4 @@ class Resident:
         return os.getpid()
 
     def path(self) -> str:
-        return PATH
+        return self.way.describe

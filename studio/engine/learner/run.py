@@ -14,6 +14,7 @@ from . import checkpoint as ckpt
 from . import combine
 from .fingerprint import array_hash, digest
 from .owners import OwnerLost, Owners, connect, start_cluster, workers_now
+from .owner_device import check_mode
 from .system import System
 
 
@@ -70,7 +71,7 @@ def reshard(system: System, lost: list[int]) -> System:
 def learn(system: System, *, client=None, owners: int | None = None, scheduler: str | None = None,
           checkpoint: str | Path | None = None, resume: bool = False, steps: int | None = None,
           checkpoint_every: int = 1, on_step=None, on_event=None, inject: dict | None = None,
-          max_faults: int = 3, stop=None, readmit: bool = True) -> LearnResult:
+          max_faults: int = 3, stop=None, readmit: bool = True, owner_device: str = "cpu") -> LearnResult:
     """Run ``steps`` (the total to reach; default the system's) updates. ``client``: a Dask client
     to use (its first workers become the owners); else ``scheduler`` (an address); else a
     LocalCluster started here and closed at the end. ``owners``: that many owners in contiguous
@@ -78,8 +79,12 @@ def learn(system: System, *, client=None, owners: int | None = None, scheduler: 
     bit of that owner's update (to see the agreement check stop the run). ``stop``: a
     threading.Event; once set, the run ends after the step in flight (checkpointed). ``readmit``:
     after a fault, at the next checkpoint boundary where the cluster has more live workers than
-    the run uses (a restarted or a joined worker), go back to the run's owners and partition."""
+    the run uses (a restarted or a joined worker), go back to the run's owners and partition.
+    ``owner_device``: where each owner computes its contributions and blocks, ``cpu`` (numpy),
+    ``gpu`` (its worker's device, refused where none) or ``auto`` (the device where one opens, else
+    numpy); every record's ``paths`` says which ran (docs/learner.md "Owners on a device")."""
     total = int(steps if steps is not None else system.steps)
+    check_mode(owner_device)
     events: list[str] = []
 
     def event(text: str):
@@ -110,7 +115,7 @@ def learn(system: System, *, client=None, owners: int | None = None, scheduler: 
             cluster, client = start_cluster(len(system.owners))
     try:
         team = Owners.on(client, len(system.owners))
-        team.load(system, params, state)
+        team.load(system, params, state, owner_device)
         records: list[StepRecord] = []
         faults = 0
         while step < total:
@@ -141,7 +146,7 @@ def learn(system: System, *, client=None, owners: int | None = None, scheduler: 
                     event(f"the per-owner tree names the partition: from here on the contract is "
                           f"{combine.contract_hash(system)[:16]} (a different floating-point program)")
                 team = Owners(client, survivors)
-                team.load(system, params, state)
+                team.load(system, params, state, owner_device)
                 continue
             step += 1
             params, state = out.params, out.state
@@ -159,7 +164,7 @@ def learn(system: System, *, client=None, owners: int | None = None, scheduler: 
                         len(workers_now(client)) > len(set(team.addresses)):
                     system = original
                     team = Owners.on(client, len(system.owners))
-                    team.load(system, params, state)
+                    team.load(system, params, state, owner_device)
                     event(f"a worker joined: the run's {len(system.owners)} owners are re-admitted at the "
                           f"checkpoint of step {step}, on {len(set(team.addresses))} worker(s), shares {system.shares}")
                     if system.tree == "per-owner":

@@ -106,8 +106,10 @@ def _stencil(refs, pkg, case, out, rng, probes):
 
 
 def _contraction(refs, pkg, case, out, rng, probes):
-    """Linear in each input: scaling one input by 2 (exact in binary) scales every output by 2."""
-    for name in case.inputs:
+    """Linear in each input: scaling one input by 2 (exact in binary) scales every output by 2.
+    Integer inputs (indices, a CSR structure) say where terms go, not what they are: not scaled."""
+    integer = {t.name for t in pkg.contract.signature.inputs if t.dtype in ("u32", "i32")}
+    for name in (n for n in case.inputs if n not in integer):
         if not np.all(np.isfinite(case.inputs[name])) or np.max(np.abs(case.inputs[name]), initial=0) > 1e30:
             return None
         scaled = dict(case.inputs, **{name: np.asarray(case.inputs[name], np.float32) * np.float32(2)})

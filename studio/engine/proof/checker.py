@@ -15,6 +15,7 @@ from ..errors import StudioError
 from ..grad.composite import check_composition
 from ..grad.vjp import check_backward_kernel
 from .geometry import check_workgroup_size
+from .kernel_flow import check_kernel_flow
 
 
 @dataclass
@@ -76,12 +77,22 @@ def check_package(ctx: Context, pkg: OpPackage, *, compile_kernel: bool = True) 
                                       (c.backward_kernel, pkg.backward_source, pkg.backward_path,
                                        "backward.workgroup_size")):
         if spec is not None and source:
-            errs, warns = check_workgroup_size(source, spec.entry, spec.workgroup_size, kernel_file=path,
+            errs, warns = check_workgroup_size(source, spec.entry, getattr(spec, "workgroup", ()) or spec.workgroup_size,
+                                               kernel_file=path,
                                                field=fld, manifest_file=mf)
             geometry_errors += errs
             rep.warnings += warns
     if c.kernel is not None:
         step("@workgroup_size agrees with the declared workgroup_size", geometry_errors)
+    flow_errors = []                     # barriers in uniform control flow; reads behind a bounds guard
+    for spec, source, path in ((c.kernel, pkg.kernel_source, pkg.kernel_path),
+                               (c.backward_kernel, pkg.backward_source, pkg.backward_path)):
+        if spec is not None and source:
+            errs, warns = check_kernel_flow(source, spec.entry, kernel_file=path)
+            flow_errors += errs
+            rep.warnings += warns
+    if c.kernel is not None:
+        step("every barrier is reached in uniform control flow (WGSL's uniformity rule)", flow_errors)
     step(f"tolerance class {c.tolerance} fits category '{c.tolerance.category}'",
          check_class_fits_category(c.tolerance, file=mf))
     step(f"category '{c.tolerance.category}' fits the signature and the reference's precision",

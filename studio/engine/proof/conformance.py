@@ -20,6 +20,7 @@ from .bounds import forward_terms
 from . import progressive
 from .category import verify_category
 from .corpus import Corpus, CorpusCase, generate, swept_env, swept_symbol
+from ..device.launch import of_spec as launch_of
 from .sizes import SizePlan
 from .sizes import plan as plan_sizes
 
@@ -83,7 +84,7 @@ class ConformanceReport:
                  f"               output {f.output}: {f.detail}"]
         if f.mismatch:
             lines.append(f"               {f.mismatch.describe()}")
-        why = hints.hint(f.case, f.kind, f.mismatch, workgroup_size=self.workgroup_size)
+        why = hints.hint(f.case, f.kind, f.mismatch, workgroup_size=self.workgroup_size, launch=self.fold)
         if why:
             lines.append(f"               hint: {why}")
         lines.append(f"reproduce      {self.repro} --case {f.case.index}")
@@ -257,11 +258,11 @@ def size_plan(pkg: OpPackage, device, seed: int, large: bool) -> SizePlan:
 
 
 def _fold_facts(pkg: OpPackage, case: CorpusCase, res, device) -> dict:
-    invocations = int(pkg.contract.kernel.invocations.eval(res.env))
-    groups = -(-invocations // pkg.contract.kernel.workgroup_size)
     limit = device.profile.limits.get("max-compute-workgroups-per-dimension", 65535)
-    return {"case": case.index, "size": case.dims or case.params, "invocations": invocations, "workgroups": groups,
-            "folded": groups > limit}
+    g = launch_of(pkg.contract.kernel, res.env, limit, op=pkg.id)
+    return {"case": case.index, "size": case.dims or case.params, "invocations": g.total_invocations,
+            "workgroups": g.workgroups, "folded": g.folded is not None, "grid": list(g.grid), "fold": g.folded,
+            "extra": g.extra}
 
 
 def report_lines(rep: ConformanceReport) -> list[str]:
@@ -280,7 +281,9 @@ def report_lines(rep: ConformanceReport) -> list[str]:
     if rep.fold is not None:
         f = rep.fold
         lines.append(f"  geometry  : case {f['case']}: {f['invocations']} invocations in {f['workgroups']} workgroups"
-                     + (" (the launch folds into 2-D)" if f["folded"] else " (no fold: the 2-D launch went untested)"))
+                     + (f" (the launch folds, {f.get('fold') or 'into 2-D'}: a grid of "
+                        f"{' × '.join(map(str, f.get('grid') or []))}, {f.get('extra', 0)} workgroup(s) past the end)"
+                        if f["folded"] else " (no fold: the folded launch went untested)"))
     if rep.plan is not None:
         reached = ", ".join(f"{k} n = {v:,}" for k, v in sorted(rep.plan.sizes.items(), key=lambda kv: kv[1]))
         lines.append(f"  sizes     : largest {rep.largest_size():,}" + (f" ({reached})" if reached else ""))

@@ -20,6 +20,7 @@ from ..contract.signature import Domain, Signature
 from ..errors import StudioError
 from ..precision import is_float, numpy_dtype
 from .bands import BINADES_PER_CASE, PER_BINADE, band_groups, band_values, kink_values
+from .indices import edge_cases, feasible, index_values, is_index
 
 GENERATOR = "scellis-corpus"
 VERSION = 3                # 3: size plan per kernel (sizes.py), value bands and kinks (bands.py)
@@ -221,11 +222,11 @@ def generate(sig: Signature, *, seed: int = 0, large: bool = False, fold_size: i
         env_dims = dict(sizes)
         shapes = {t.name: tuple(int(d.eval({**env_dims, **params})) for d in t.dims) for t in sig.inputs}
         try:
-            sig.resolve(shapes, params)
+            env = sig.resolve(shapes, params)        # index inputs get values valid at these dims (indices.py)
+            inputs = {t.name: (index_values if is_index(t) else lambda k, s, t, e, r: _values(k, s, t.dtype, t.domain, r))(
+                "normal" if override else value_kind, shapes[t.name], t, env, rng) for t in sig.inputs}
         except StudioError:
             return False
-        inputs = {t.name: _values("normal" if override else value_kind, shapes[t.name], t.dtype, t.domain, rng)
-                  for t in sig.inputs}
         if override:                   # one input in a value band, the others normal
             name, fn = override
             inputs[name] = fn(shapes[name]).reshape(shapes[name])
@@ -273,6 +274,8 @@ def generate(sig: Signature, *, seed: int = 0, large: bool = False, fold_size: i
             add("random", k, {**dims, primary: size} if not size_param else dims,
                 {**params, size_param: size} if size_param else params)
     _bands(sig, combos, other_dims, primary, size_param, rng, add)
+    edge_cases(sig, [primary, *other_dims] if primary and not size_param else other_dims, combos[0] if combos else {},
+               kinds, rng, add)
     # the planned large sizes (sizes.py). Normal values, and constant ones: a long sum of equal
     # terms shows a loop the driver cut short (lavapipe ends a loop after 65,535 iterations) or a
     # dropped tail, where a bound on Σ|terms| of random signs cannot
@@ -385,7 +388,7 @@ def _minimum(sig, primary, size_param, dims, params) -> int | None:
             if any(s < 0 for sh in shapes.values() for s in sh):
                 continue
             e = sig.resolve(shapes, p)
-            if any(s <= 0 for sh in sig.output_shapes(e).values() for s in sh):
+            if any(s <= 0 for sh in sig.output_shapes(e).values() for s in sh) or not feasible(sig, shapes, e):
                 continue
             return v
         except StudioError:

@@ -46,15 +46,19 @@ def entry_workgroup_size(source: str, entry: str) -> tuple[list[str] | None, int
     return None, None, None
 
 
-def check_workgroup_size(source: str, entry: str, declared: int, *, kernel_file: str, field: str,
+def check_workgroup_size(source: str, entry: str, declared: int | tuple[int, ...], *, kernel_file: str, field: str,
                          manifest_file: str) -> tuple[list[StudioError], list[StudioError]]:
-    """(errors, warnings) for one kernel."""
+    """(errors, warnings) for one kernel; ``declared``: the 1-D size, or the size per axis."""
+    per_axis = isinstance(declared, tuple) and len(declared) > 1
+    want = list(declared) + [1] * (3 - len(declared)) if isinstance(declared, tuple) else [declared, 1, 1]
+    shown = ", ".join(map(str, declared)) if isinstance(declared, tuple) else str(declared)
+    declared = f"[{shown}]" if per_axis else shown
     args, line, col = entry_workgroup_size(source, entry)
     if line is None:
         return [], []              # no such entry point: the compiler reports it
     if args is None:
         return [StudioError(f"entry point '{entry}' has no @workgroup_size attribute", file=kernel_file, line=line,
-                            col=col, hint=f"write @compute @workgroup_size({declared}) before fn {entry}")], []
+                            col=col, hint=f"write @compute @workgroup_size({shown}) before fn {entry}")], []
     try:
         dims = [int(a.rstrip("ui")) for a in args]
     except ValueError:
@@ -62,11 +66,19 @@ def check_workgroup_size(source: str, entry: str, declared: int, *, kernel_file:
                                 f"launches {declared} invocations per workgroup ({field})", file=kernel_file,
                                 line=line, col=col, hint="write the number so the checker can compare it")]
     dims += [1] * (3 - len(dims))
-    if dims[0] != declared or dims[1] != 1 or dims[2] != 1:
+    if dims != want:
+        if per_axis:
+            launches = f"launches workgroups of ({shown}) per axis, x first"
+            fix = f"make both the same size per axis, e.g. {field} = [{', '.join(args)}]"
+        else:
+            launches = (f"launches 1-D workgroups of {shown} and kernels index gid.x + gid.y * num_workgroups.x * "
+                        f"{shown}")
+            fix = (f"for a {'3' if dims[2] != 1 else '2'}-D workgroup write {field} = [{', '.join(args)}] and "
+                   f"invocations as one expression per axis, x first" if dims[1:] != [1, 1] else
+                   f"make both {shown}, or both the same other size")
         return [StudioError(
             f"@workgroup_size({', '.join(args)}) of '{entry}' disagrees with {field} = {declared}: the engine "
-            f"launches 1-D workgroups of {declared} and kernels index gid.x + gid.y * num_workgroups.x * {declared}",
-            file=kernel_file, line=line, col=col, field=field,
+            f"{launches}", file=kernel_file, line=line, col=col, field=field,
             related=[StudioError(f"{field} = {declared}", file=manifest_file, field=field)],
-            hint=f"make both {declared}, or both the same other size")], []
+            hint=fix)], []
     return [], []

@@ -12,12 +12,32 @@ F32_SQRT_MAX = 1.8e19          # a product of two values above this overflows f3
 
 
 def hint(case, kind: str, mismatch, *, workgroup_size: int | None = None, folded: bool | None = None,
-         what: str = "kernel") -> str | None:
-    """One line (without the leading 'hint: '), or None."""
+         what: str = "kernel", launch: dict | None = None) -> str | None:
+    """One line (without the leading 'hint: '), or None. ``launch``: the fold case's launch facts
+    (conformance's ``fold``: its grid, which axis folded, how many workgroups past the end)."""
     in_fold = case.shape_kind in FOLD_KINDS if folded is None else folded
     poisoned = mismatch is not None and mismatch.got_bits == POISON_WORD
+    if in_fold and kind == "out_of_range_write":
+        fold = (launch or {}).get("fold") or "x into y"
+        grid = " × ".join(f"{g:,}" for g in (launch or {}).get("grid", [])[:2 if fold == "x into y" else 3])
+        extra = (launch or {}).get("extra")
+        return (f"this case's launch is folded ({fold}: an axis needs more than 65,535 workgroups, so the engine "
+                f"splits it into rows{', a ' + grid + ' grid' if grid else ''}), and the last row is padded: "
+                f"{extra if extra is not None else 'some'} workgroup(s) run past the end "
+                f"(docs/package-format.md, \"Launch geometry\"). Guard every write with the folded index, e.g. "
+                f"`let i = gid.x + gid.y * nwg.x * {workgroup_size or 64}u; if (i >= n) {{ return; }}`; a write per "
+                f"workgroup compares the workgroup's folded index (wid.x + wid.y * nwg.x) with the number of "
+                f"workgroups needed")
     if in_fold and kind in ("unwritten", "mismatch") and (kind == "unwritten" or poisoned):
         wg = workgroup_size or 64
+        fold = (launch or {}).get("fold")
+        if fold and fold != "x into y":       # a 2-D kernel: its axis folds into z
+            axis, into = fold.split(" into ")
+            return (f"this case's launch needs more than 65,535 workgroups along {axis}, so the engine folds that "
+                    f"axis into {into} (gid.{into} counts the rows): the {what} reads only gid.{axis}. Index with "
+                    f"`let {axis} = gid.{axis} + gid.{into} * nwg.{axis} * WG_{axis.upper()};` (nwg = "
+                    f"@builtin(num_workgroups), WG_{axis.upper()} the workgroup size along {axis}) and guard it, or "
+                    f"bound that size in the signature so no launch folds")
         return (f"this case's launch needs more than 65,535 workgroups, so the engine folds it into 2-D "
                 f"(gid.y counts the rows): the {what} reads only gid.x. Fix it one of two ways: index with "
                 f"`let i = gid.y * nwg.x * {wg}u + gid.x;` (nwg = @builtin(num_workgroups)), or bound the size in "

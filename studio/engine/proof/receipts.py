@@ -40,7 +40,7 @@ GRADCHECK_SCHEMA = "scellis-gradcheck/1"
 GRADCHECK_VERDICTS = ("pass", "fail", "inconclusive")
 MAX_RECEIPT_BYTES = MAX_FILE_BYTES      # a receipt is a few KB; a bigger file is refused from its size
 MAX_SEED = 2**128                       # corpus seeds are non-negative and below this
-MAX_FOLD_SIZE = 65535 * 256 + 257       # the largest launch fold a kernel can have (workgroups x 256 + margin)
+MAX_FOLD_SIZE = 65537 * 256 + 257       # the largest launch fold a kernel can have (65,537 workgroups, sizes.fold_point)
 INFORMATIONAL = ("created", "seconds", "engine_version")   # recorded for people, judged by nobody
 BACKWARD_FIELDS = ("tolerance", "cases", "passed", "failed", "verdict")
 HINT = "delete it and run `scellis conform` again"
@@ -282,7 +282,7 @@ def _stale(pkg: OpPackage, receipt: dict, corpora: dict | None = None) -> list[s
     fold = ident.get("fold_size")
     if ident["signature"] != c.signature.text:
         return problems + ["the corpus was generated from another signature"]
-    if fold is not None and (c.kernel is None or fold > 65535 * c.kernel.workgroup_size + 257):   # corpus.fold_case_size
+    if fold is not None and (c.kernel is None or fold > 65537 * c.kernel.workgroup_size + 257):   # sizes.fold_point
         return problems + [f"corpus.fold_size {fold} is past any launch fold of this kernel"]
     key = (c.signature.text, ident["seed"], ident["large"], fold, repr(ident.get("sizes")))
     made = corpora.get(key) if corpora is not None else None

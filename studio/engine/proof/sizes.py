@@ -2,7 +2,9 @@
 not from the forward's launch alone — and why any size is not reached.
 
 * ``fold``: the smallest swept size whose forward launch needs more than the device's
-  workgroups per dimension (the engine then folds the launch into 2-D);
+  workgroups per dimension on some axis (the engine then folds that axis into the next unused
+  one: device/launch.py), with an odd number of workgroups there, so the folded grid has a
+  workgroup past the end, which the kernel must guard;
 * ``backward_fold``: the same for the `[backward]` kernel, with its own workgroup size and
   invocations (fir's backward, 256 wide, folds only past 16.7 M elements);
 * ``big``: a large size (about 10⁶, or the largest the signature admits below that) for every
@@ -14,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..contract.signature import Signature
+from ..device.launch import folds, of_spec
 from ..errors import StudioError
 from ..precision import DTYPE_BYTES
 
@@ -69,24 +72,33 @@ def largest_admissible(sig: Signature, env_for, lo: int, hi: int) -> int | None:
 
 
 def fold_point(spec, env_for, limit: int, lo: int, hi: int) -> int | None:
-    """The smallest size whose launch of ``spec`` needs more than ``limit`` workgroups in x."""
-    def groups(v):
+    """The smallest size whose launch of ``spec`` needs more than ``limit`` workgroups on an axis,
+    and an odd number of them (limit + 2 for the usual odd limit): folded into two rows, the grid
+    then holds one workgroup past the end, as a run's fold may."""
+    past = limit if limit % 2 == 0 else limit + 1
+
+    def over(v):
         try:
-            return -(-int(spec.invocations.eval(env_for(v))) // spec.workgroup_size)
+            return folds(spec, env_for(v), past)
         except (StudioError, KeyError, ValueError, OverflowError, ZeroDivisionError):
-            return 0
-    if groups(hi) <= limit:
+            return False
+    if not over(hi):
         return None
     while hi - lo > 1:
         mid = (lo + hi) // 2
-        lo, hi = (lo, mid) if groups(mid) > limit else (mid, hi)
+        lo, hi = (lo, mid) if over(mid) else (mid, hi)
     return hi
 
 
 def launch(spec, env: dict, limit: int) -> dict:
-    inv = int(spec.invocations.eval(env))
-    groups = -(-inv // spec.workgroup_size)
-    return {"invocations": inv, "workgroup_size": spec.workgroup_size, "workgroups": groups, "folded": groups > limit}
+    g = of_spec(spec, env, limit)
+    return {"invocations": g.total_invocations, "workgroup_size": spec.workgroup_size, "workgroups": g.workgroups,
+            "folded": g.folded is not None, **({"grid": list(g.grid), "fold": g.folded, "extra": g.extra}
+                                                if g.folded or spec_axes(spec) else {})}
+
+
+def spec_axes(spec) -> tuple:
+    return getattr(spec, "axes", ()) or ()
 
 
 def plan(contract, env_for, smallest: int, limit: int, *, large: bool, budget: int = BUDGET_BYTES) -> SizePlan:
@@ -108,6 +120,11 @@ def plan(contract, env_for, smallest: int, limit: int, *, large: bool, budget: i
         if spec is None:
             continue
         name = "forward" if kind == "fold" else "backward"
+        if len(spec_axes(spec)) == 3:
+            out.not_reached.append({"what": f"{name} launch fold", "size": None, "why": (
+                "a 3-D launch has no axis to fold into: a run past the per-axis limit is refused, so bound the "
+                f"sizes in the signature (at most {limit:,} workgroups per axis)")})
+            continue
         v = fold_point(spec, env_for, limit, smallest, top)
         if v is None:
             grows = fold_point(spec, env_for, limit, smallest, SEARCH_TOP) is not None

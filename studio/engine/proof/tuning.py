@@ -25,6 +25,7 @@ from ..device.execution import Case, run_cases
 from ..errors import StudioError
 from .conformance import conform
 from .corpus import _values, swept_env, swept_symbol
+from .indices import index_values, is_index
 
 DEFAULT_SIZES = (1 << 16, 1 << 20)
 DEFAULT_REPEATS = 5
@@ -116,9 +117,9 @@ def timing_cases(pkg: OpPackage, params: dict, sizes, seed: int = 0) -> list[Cas
         env = {**env_for(int(v)), **params}
         shapes = {t.name: tuple(int(d.eval(env)) for d in t.dims) for t in sig.inputs}
         run_params = {p.name: env[p.name] for p in sig.params if p.name in env}
-        sig.resolve(shapes, run_params)          # refuses a size the signature does not admit, with its rule
-        out.append(Case({t.name: _values("normal", shapes[t.name], t.dtype, t.domain, rng) for t in sig.inputs},
-                        run_params))
+        dims = sig.resolve(shapes, run_params)   # refuses a size the signature does not admit, with its rule
+        out.append(Case({t.name: index_values("normal", shapes[t.name], t, dims, rng) if is_index(t) else   # valid indices
+                         _values("normal", shapes[t.name], t.dtype, t.domain, rng) for t in sig.inputs}, run_params))
     return out
 
 

@@ -10,9 +10,10 @@ from pathlib import Path
 from ..contract.catalog import check_user_id
 from ..contract.contract import OpId
 from ..contract.package import MANIFEST, OpPackage, load_package, write_package
+from ..contract.toml_edit import set_values
 from ..errors import StudioError
 from .license import Licenses
-from .visibility import require_shareable, set_top_level
+from .visibility import require_shareable
 
 
 def fork_files(pkg: OpPackage, new_id: str, *, visibility: str = "private",
@@ -30,7 +31,7 @@ def fork_files(pkg: OpPackage, new_id: str, *, visibility: str = "private",
         raise StudioError(f"{pkg.id} cannot be forked as {visibility}: {e.message}", file=e.file, field="license",
                           hint="fork it as private (the default), or ask its authors for a license") from None
     text = pkg.files[MANIFEST].decode("utf-8")
-    edited = set_top_level(text, {"id": new_id, "visibility": visibility,
+    edited = set_values(text, {"id": new_id, "visibility": visibility,
                                   "forked_from": {"id": pkg.id, "hash": pkg.hash}}, file=pkg.manifest_path)
     return {**pkg.files, MANIFEST: edited.encode("utf-8")}
 

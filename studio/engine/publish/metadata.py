@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..arrays import check_input
+from ..contract.domains import check_values
 from ..contract.manifest import read_manifest
 from ..contract.package import MANIFEST, OpPackage, sha256
 from ..errors import StudioError
@@ -124,6 +125,7 @@ def _example(pkg: OpPackage, e: dict, where: str) -> Example:
         sig.resolve({n: a.shape for n, a in arrays.items()}, params)
         for t in sig.inputs:
             check_input(arrays[t.name], t)
+        check_values(sig, arrays, params)          # an index outside its range, a broken CSR row pointer
     except StudioError as err:
         raise StudioError(f"{where} does not fit the signature: {err.message}",
                           field=f"{where}.{'inputs' if err.field in arrays else 'params'}") from None

@@ -12,6 +12,7 @@ import numpy as np
 
 from ..arrays import check_input
 from ..context import Context
+from ..contract.domains import check_values
 from ..contract.package import MANIFEST, OpPackage, load_package, write_package
 from ..errors import StudioError
 from ..grad.run import run_op
@@ -167,10 +168,12 @@ def require_proof(ctx: Context, pkg: OpPackage, *, progress=None, inputs: dict |
 def run(ctx: Context, pkg: OpPackage, *, inputs: dict | None = None, params: dict | None = None,
         budget_bytes: int | None = None, require_receipt: bool = False, progress=None) -> dict:
     """One op on the device. Inputs are checked against the signature first (dtype, domain: NaN
-    for a `finite` input is refused), whoever calls: the CLI, the Studio, a workflow."""
+    for a `finite` input is refused; an index outside its range or a broken CSR row pointer, at
+    these shapes and params), whoever calls: the CLI, the Studio, a workflow."""
     for t in pkg.contract.signature.inputs:
         if inputs and t.name in inputs:
             check_input(np.asarray(inputs[t.name]), t)
+    check_values(pkg.contract.signature, inputs or {}, params or {})
     if require_receipt:
         require_proof(ctx, pkg, progress=progress, inputs=inputs or {}, params=params or {})
     from .tuning import tuned       # a sealed tuning record's proven winner for this GPU profile, else the default

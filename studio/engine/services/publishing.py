@@ -18,7 +18,9 @@ from ..context import Context
 from ..contract.contract import build_contract
 from ..contract.manifest import read_manifest
 from ..contract.package import MANIFEST, OpPackage, content_hash, load_package, write_package
+from ..contract.toml_edit import set_values
 from ..errors import StudioError
+from ..proof.checker import check_license
 from ..proof.conformance import conform as run_conformance
 from ..proof.conformance import report_lines
 from ..proof.gradcheck import gradcheck as run_gradcheck
@@ -30,7 +32,7 @@ from ..publish.fork import default_fork_dir
 from ..publish.fork import fork as fork_package
 from ..publish.license import Licenses, require_license
 from ..publish.ring import Rings
-from ..publish.visibility import RANK, check_visibility, require_shareable, set_top_level
+from ..publish.visibility import RANK, check_visibility, require_shareable
 from .actions import earn_conformance_receipt, earn_gradcheck_receipt, resolve
 
 _H = "studio.engine.services.publishing:"
@@ -46,6 +48,12 @@ def prospective(pkg: OpPackage, manifest: bytes) -> OpPackage:
     return dataclasses.replace(pkg, contract=contract, files=files, hash=content_hash(files))
 
 
+def prospective_edit(pkg: OpPackage, updates: dict) -> OpPackage:
+    """``pkg`` as it would be with ``updates`` (op.toml fields, the one editor's) (nothing written)."""
+    text = set_values(pkg.files[MANIFEST].decode("utf-8"), updates, file=pkg.manifest_path)
+    return prospective(pkg, text.encode("utf-8"))
+
+
 def public_bar(ctx: Context, pkg: OpPackage, *, profile_id: str, licenses: Licenses | None = None) -> list:
     """Every field the public bar finds missing or failing (empty: it clears it)."""
     return bar.shortfalls(pkg, bar.proof_state(pkg, profile_id, ctx.seal), licenses or Licenses())
@@ -55,6 +63,34 @@ def card(ctx: Context, pkg: OpPackage, *, profile_id: str, licenses: Licenses | 
     c = make_card(pkg, profile_id=profile_id, seal=ctx.seal, trust=ctx.trust, catalog=ctx.catalog,
                   licenses=licenses or Licenses())
     return {**c, "text": card_text(c), "html": card_html(c)}
+
+
+def spdx_list() -> Licenses:
+    """The SPDX license list (license-expression's): a front end that checks as the user types loads
+    it once and passes it to ``license_report`` and ``bar_for_edit``."""
+    return Licenses()
+
+
+def license_report(text: str, licenses: Licenses | None = None):
+    """An SPDX expression as typed: ``ok``, and ``summary()`` (what is wrong, at which column)."""
+    return (licenses or Licenses()).check(text)
+
+
+def license_problems(expr: str, *, file: str = MANIFEST) -> list[StudioError]:
+    """The checker's verdict on a license expression (the one a package is checked with)."""
+    return check_license(expr, file=file)
+
+
+def bar_for_edit(ctx: Context, pkg: OpPackage, updates: dict, *, profile_id: str,
+                 licenses: Licenses | None = None) -> list:
+    """The public bar on ``pkg`` as it would be with ``updates`` to its op.toml (nothing written): the
+    metadata of the edited content; the proofs of the content as it is (publishing proves again)."""
+    try:
+        after = prospective_edit(pkg, updates)
+    except StudioError as e:
+        return [bar.Shortfall(MANIFEST, e.message)]
+    return (bar.metadata_shortfalls(after, licenses or Licenses())
+            + bar.proof_shortfalls(pkg, bar.proof_state(pkg, profile_id, ctx.seal)))
 
 
 # ------------------------------------------------------------------ publish
@@ -71,7 +107,7 @@ def publish(ctx: Context, pkg: OpPackage, *, visibility: str, license: str | Non
     if license is not None:
         updates["license"] = license
     old = pkg.files[MANIFEST]
-    text = set_top_level(old.decode("utf-8"), updates, file=pkg.manifest_path)
+    text = set_values(old.decode("utf-8"), updates, file=pkg.manifest_path)
     new = text.encode("utf-8")
     after = prospective(pkg, new)
     before_proof = bar.proof_state(pkg, profile_id, ctx.seal)

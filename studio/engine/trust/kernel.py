@@ -3,6 +3,16 @@ the GPU profile and `scellis profile`; docs/security.md lists what each layer st
 from __future__ import annotations
 
 
+def seccomp_reported() -> bool:
+    """Whether this kernel has seccomp: /proc/self/status has a ``Seccomp:`` line (Linux; no
+    library reads it)."""
+    try:
+        with open("/proc/self/status") as f:
+            return any(line.startswith("Seccomp:") for line in f)
+    except OSError:
+        return False
+
+
 def confinement() -> dict:
     """What the kernel here gives a reference host (asked of the kernel, no host started), for the
     profile and `scellis profile`: the Landlock ABI (0: none), whether seccomp filters exist, and
@@ -20,12 +30,7 @@ def confinement() -> dict:
                 out["landlock_abi"] = max(0, int(abi))
         except (OSError, AttributeError):
             pass
-        try:
-            with open("/proc/self/status") as f:
-                out["seccomp"] = any(line.startswith("Seccomp:") for line in f) and \
-                    platform.machine() in ("x86_64", "aarch64")
-        except OSError:
-            pass
+        out["seccomp"] = seccomp_reported() and platform.machine() in ("x86_64", "aarch64")
     if not out["landlock_abi"]:
         out["missing"].append("Landlock: a reference host can read any file this user can read (the seal key "
                               "included) and writes are guarded by the audit hook only")

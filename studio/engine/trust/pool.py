@@ -140,7 +140,7 @@ class Host:
     def _watch_cpu(self) -> None:
         """The per-call CPU limit, kept by the engine: a host cannot change a limit (its filter
         refuses setrlimit and a prlimit64 that sets), so it could not raise its own; a thread here
-        reads the host's CPU clock (/proc) and SIGKILLs it past ``cpu_s`` + 1 in one call."""
+        reads the host's CPU clock (psutil) and SIGKILLs it past ``cpu_s`` + 1 in one call."""
         if self._watch is not None or host_cpu_seconds(self.pid) is None:
             return
         self._watch = threading.Thread(target=_cpu_watchdog, name=f"scellis-host-cpu-{self.pid}", daemon=True,
@@ -213,17 +213,14 @@ class Host:
         shutil.rmtree(self.tmp, ignore_errors=True)
 
 
-_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
-
-
 def host_cpu_seconds(pid: int) -> float | None:
-    """User + system CPU seconds of a process, all its threads (Linux /proc); None elsewhere."""
+    """User + system CPU seconds of a process, all its threads (psutil); None when it cannot tell."""
+    import psutil
     try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            fields = f.read().rsplit(b")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / _TICKS
-    except (OSError, IndexError, ValueError):
+        t = psutil.Process(pid).cpu_times()
+    except (psutil.Error, OSError):
         return None
+    return t.user + t.system
 
 
 def _cpu_watchdog(proc, cpu_s: float, mark: list, stop: threading.Event) -> None:

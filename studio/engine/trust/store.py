@@ -3,7 +3,7 @@
 An op's reference.py is Python. The engine runs it (always in a confined process, see
 sandbox.py) only when its package's **content hash** is trusted:
 
-- ``product``: the package lies under the product's own folders (``studio/resources/ops``, the
+- ``product``: the package lies under the product's own folders (``resources/ops``, the
   builtins, and the shipped ``examples/``), or has byte for byte the content of one of them;
 - ``authored``: it was created or saved through the Studio or the CLI on this machine
   (``package.save_package`` records the hash it wrote);
@@ -55,26 +55,32 @@ def _inside(root: Path, base: Path) -> bool:
         return False
 
 
-def _holders(fd: int) -> str:
-    """Who holds the flock on an open file, from /proc/locks (Linux): 'process 123 (python3)'."""
+def flock_holders(fd: int) -> list[int]:
+    """The pids holding a flock on the open file ``fd``, from /proc/locks (Linux; psutil does not
+    read locks): [] where that cannot be read."""
     import os
     st = os.fstat(fd)
     ino = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
-    pids = []
+    pids = set()
     try:
         with open("/proc/locks") as f:
             for line in f:
                 parts = line.split()
                 if len(parts) > 5 and parts[1] == "FLOCK" and parts[5] == ino and parts[4].isdigit():
-                    pids.append(int(parts[4]))
+                    pids.add(int(parts[4]))
     except OSError:
         pass
+    return sorted(pids)
+
+
+def _holders(fd: int) -> str:
+    """Who holds the flock on an open file: 'process 123 (python3)'."""
+    import psutil
     names = []
-    for pid in sorted(set(pids)):
+    for pid in flock_holders(fd):
         try:
-            with open(f"/proc/{pid}/comm") as f:
-                names.append(f"process {pid} ({f.read().strip()})")
-        except OSError:
+            names.append(f"process {pid} ({psutil.Process(pid).name()})")
+        except psutil.Error:
             names.append(f"process {pid}")
     return ", ".join(names) or "another process"
 

@@ -63,21 +63,16 @@ def _die_with_parent() -> bool:
 def _kill_children() -> None:
     """SIGKILL this process's own children (the reference hosts) before it exits: they also die
     with it by their parent-death signal, but one still starting may not have set it yet."""
+    import psutil
     try:
-        tasks = os.listdir("/proc/self/task")
-    except OSError:
+        children = psutil.Process().children()
+    except psutil.Error:
         return
-    for tid in tasks:
+    for child in children:
         try:
-            with open(f"/proc/self/task/{tid}/children") as f:
-                pids = [int(p) for p in f.read().split()]
-        except (OSError, ValueError):
-            continue
-        for pid in pids:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
+            os.kill(child.pid, signal.SIGKILL)
+        except OSError:
+            pass
 
 
 class _Sender:

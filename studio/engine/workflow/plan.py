@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from ..arrays import check_input
+from ..contract.domains import check_input_values
 from ..context import Context
 from ..contract.package import MANIFEST, OpPackage, load_package, read_regular
 from ..errors import StudioError
@@ -204,6 +205,8 @@ def _plan_step(ctx: Context, plan: Plan, step: Step) -> None:
         if w.node in plan.host:
             try:
                 check_input(plan.host[w.node][0], sig.input(k), file=plan.host[w.node][1].get("path"))
+                if sig.input(k).domain.structured:     # an index input, judged at this step's dims
+                    check_input_values(sig.input(k), plan.host[w.node][0], env, file=plan.host[w.node][1].get("path"))
             except StudioError as e:
                 raise wf.error(w.path, f"step '{step.name}' ({pkg.id}), input '{k}' from source '{w.node}': "
                                        f"{e.message}", hint=e.hint) from None

@@ -33,7 +33,7 @@ def _hash32(v: np.ndarray) -> np.ndarray:
 
 def spike_free_signal(n: int, seed: int) -> np.ndarray:
     """core/signal/spiky_signal@1 before its spikes are put in: the same two triangle waves and the
-    same noise (studio/resources/ops/core/spiky_signal/reference.py), every value exact in f32, so
+    same noise (resources/ops/core/spiky_signal/reference.py), every value exact in f32, so
     it equals the op's output bit for bit wherever the op put no spike (tests/test_workflow_run.py)."""
     n = int(n)
     i = np.arange(n, dtype=np.uint32)

@@ -5,17 +5,10 @@ like every other file of the product. Parsing itself is the manifest reader's
 from __future__ import annotations
 
 import difflib
-import re
 from dataclasses import dataclass
 
+from ..contract.toml_position import position
 from ..errors import StudioError
-
-_KEY = r"(?:[A-Za-z0-9_-]+|\"[^\"\n]*\"|'[^'\n]*')"
-_HEADER = re.compile(r"^\s*\[(?!\[)\s*(" + _KEY + r"(?:\s*\.\s*" + _KEY + r")*)\s*\]")
-
-
-def _norm(dotted: str) -> tuple[str, ...]:
-    return tuple(p.strip().strip("\"'") for p in re.findall(_KEY, dotted))
 
 
 @dataclass
@@ -25,60 +18,11 @@ class Fields:
     text: str
     file: str
 
-    def __post_init__(self):
-        self._lines = self.text.split("\n")
-        self._headers: dict[tuple[str, ...], int] = {}
-        for n, raw in enumerate(self._lines):
-            m = _HEADER.match(raw)
-            if m:
-                self._headers.setdefault(_norm(m.group(1)), n)
-
     # ------------------------------------------------------------------ positions
     def position(self, path: tuple[str, ...], *, key: bool = False) -> tuple[int | None, int | None]:
-        """(line, col), 1-based, of the value at ``path`` (with ``key``: of its key), or of its
-        table's header; (None, None) where the text does not show it plainly."""
-        path = tuple(path)
-        table_at = None                              # the deepest table of the path that has a header
-        for i in range(len(path), -1, -1):
-            table, keys = path[:i], path[i:]
-            if table and table not in self._headers:
-                continue
-            start = self._headers[table] + 1 if table else 0
-            if table and table_at is None:
-                table_at = (start, self._lines[start - 1].index("[") + 1)
-            if not keys:
-                return table_at if table else (None, None)
-            found = self._find_keys(start, keys, key)
-            if found is not None:
-                return found
-        if table_at is not None:
-            return table_at
-        for h, n in self._headers.items():          # a table only written as [path.sub]
-            if h[:len(path)] == path:
-                return n + 1, self._lines[n].index("[") + 1
-        return None, None
-
-    def _find_keys(self, start: int, keys: tuple[str, ...], want_key: bool) -> tuple[int, int] | None:
-        end = next((n for n in range(start, len(self._lines)) if _HEADER.match(self._lines[n])), len(self._lines))
-        first = re.compile(r"^(\s*)(?:" + re.escape(keys[0]) + r"|\"" + re.escape(keys[0]) + r"\")\s*=\s*")
-        for n in range(start, end):
-            m = first.match(self._lines[n])
-            if not m:
-                continue
-            row, col, kcol = n, m.end(), len(m.group(1))
-            for k in keys[1:]:                       # inside an inline table (possibly over lines)
-                pat = re.compile(r"(?:^|(?<=[{,\s]))(?:" + re.escape(k) + r"|\"" + re.escape(k) + r"\")\s*=\s*")
-                hit = None
-                for r in range(row, min(end, row + 50)):
-                    m2 = pat.search(self._lines[r], col if r == row else 0)
-                    if m2:
-                        hit = (r, m2.end(), m2.start())
-                        break
-                if hit is None:
-                    return row + 1, col + 1
-                row, col, kcol = hit
-            return row + 1, (kcol if want_key else col) + 1
-        return None
+        """(line, col), 1-based, of the value at ``path`` (with ``key``: of its key), or of the
+        deepest part of it the text writes; (None, None) where the text does not show it."""
+        return position(self.text, tuple(path), key=key)
 
     def error(self, path: tuple[str, ...], message: str, hint: str | None = None, *, key: bool = False) -> StudioError:
         line, col = self.position(path, key=key)

@@ -1,0 +1,139 @@
+"""`scellis check`, `conform`, `receipts`, `gradcheck` and `profile`: the proofs of the headless front
+end, each one request to the device worker (studio/engine/services/actions.py). Exit 0 pass, 1 a
+check failed, 3 inconclusive (gradcheck)."""
+from __future__ import annotations
+
+import json
+import sys
+
+from ..engine.errors import StudioError
+from .args import EXIT_FAILED, EXIT_OK, add_timeout, finite, params, seconds
+from .session import context, worker
+
+
+def cmd_check(args) -> int:
+    pkg = context(args).catalog.resolve(args.target)
+    with worker(args.timeout) as w:           # kernels compile in the worker: a compiler crash is its
+        rep = w.call("check", target=str(pkg.root))
+    if args.json:
+        print(json.dumps(rep, indent=2))
+        return EXIT_OK if rep["ok"] else EXIT_FAILED
+    print(f"check  {rep['op']}  ({rep['hash'][:16]})")
+    for s in rep["passed"]:
+        print(f"  ok    {s}")
+    for e in rep["errors"]:
+        print("  FAIL  " + StudioError.from_dict(e).format().replace("\n", "\n        "))
+    for w in rep.get("warnings", []):
+        print("  warn  " + StudioError.from_dict(w).format().replace("\n", "\n        "))
+    print("verdict: " + ("pass" if rep["ok"] else f"FAIL ({len(rep['errors'])} error(s))"))
+    return EXIT_OK if rep["ok"] else EXIT_FAILED
+
+
+def _older_receipts(pkg) -> None:
+    """One line when an older version left receipts in the package folder (they are ignored)."""
+    from ..engine.services.standing import older_receipts_note
+    note = older_receipts_note(pkg)
+    if note:
+        print(note, file=sys.stderr)
+
+
+def _first_failure(note: dict) -> None:
+    """Printed the moment the worker judges the first failing case, before the whole verdict."""
+    print(f"first failure (the rest of the corpus runs on): {note.get('text', '')}", file=sys.stderr, flush=True)
+
+
+def cmd_conform(args) -> int:
+    pkg = context(args).catalog.resolve(args.target)
+    _older_receipts(pkg)
+    request = dict(target=str(pkg.root), seed=args.seed, large=args.large, case=args.case,
+                   receipt=not args.no_receipt)
+    with worker(args.timeout) as w:
+        if args.json or not sys.stderr.isatty():
+            out = w.call("conform", budget_s=args.timeout, on_note=None if args.json else _first_failure, **request)
+        else:
+            from rich.progress import Progress
+            with Progress(transient=True) as bar:
+                task = bar.add_task(f"conformance {pkg.id}", total=None)
+                out = w.call("conform", budget_s=args.timeout,
+                             progress=lambda done, total: bar.update(task, completed=done, total=total),
+                             on_note=_first_failure, **request)
+    if args.json:
+        print(json.dumps({k: v for k, v in out.items() if k != "lines"}, indent=2))
+    else:
+        print("\n".join(out["lines"]))
+        if "receipt" in out:
+            print(f"  receipt   : {out['receipt']}")
+    return EXIT_OK if out["verdict"] == "pass" else EXIT_FAILED
+
+
+def cmd_receipts(args) -> int:
+    from ..engine.services.standing import why_unreadable
+    pkg = context(args).catalog.resolve(args.target)
+    _older_receipts(pkg)
+    with worker(args.timeout) as w:
+        found = w.call("receipts", target=str(pkg.root))
+    if not found:
+        print(f"{pkg.id}: no receipts (run `scellis conform {pkg.id}`)")
+        return EXIT_FAILED
+    for r in found:
+        problems = r["problems"] or (why_unreadable(r["path"]) if r["status"] == "malformed" else [])
+        print(f"{r['status']:9s} {r['path']}" + "".join(f"\n          - {p}" for p in problems)
+              + "".join(f"\n          {c}" for c in r.get("coverage", [])))
+    return EXIT_OK if any(r["status"] == "valid" for r in found) else EXIT_FAILED
+
+
+def cmd_profile(args) -> int:
+    with worker(args.timeout) as w:
+        print(json.dumps(w.call("profile"), indent=2))
+    return EXIT_OK
+
+
+def cmd_gradcheck(args) -> int:
+    """Exit 0 pass, 1 fail, 3 inconclusive (a check that cannot fail certifies nothing)."""
+    pkg = context(args).catalog.resolve(args.target)
+    with worker(args.timeout) as w:
+        out = w.call("gradcheck", target=str(pkg.root), params=params(args.param), h=args.h, seed=args.seed,
+                     tolerance=args.tolerance, receipt=not args.no_receipt)
+    if args.json:
+        print(json.dumps(out, indent=2))
+    else:
+        print("\n".join(out["lines"]))
+        if "receipt" in out:
+            print(f"  receipt  : {out['receipt']}")
+    return int(out["exit_code"])
+
+
+def add_commands(sub) -> None:
+    """Registers `check`, `conform`, `receipts`, `profile` and `gradcheck` on the `scellis` subparsers."""
+    p = sub.add_parser("check", help="the checker's static report for a package path or op id")
+    add_timeout(p, 60)
+    p.add_argument("target")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(fn=cmd_check)
+    p = sub.add_parser("conform", help="run the engine's conformance corpus; writes a receipt")
+    p.add_argument("target", metavar="PATH|ID")
+    p.add_argument("--large", action="store_true", help="add the >= 1e6-element case")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--case", type=int, help="run only this case of the corpus (to reproduce a failure)")
+    p.add_argument("--no-receipt", action="store_true", help="do not write a receipt")
+    p.add_argument("--timeout", type=seconds, default=120.0, metavar="SECONDS",
+                   help="kill the device work if it shows no progress for this long (default 120)")
+    p.set_defaults(fn=cmd_conform)
+    p = sub.add_parser("receipts", help="verify an op's receipts against its content and this GPU profile")
+    add_timeout(p, 60)
+    p.add_argument("target", metavar="PATH|ID")
+    p.set_defaults(fn=cmd_receipts)
+    p = sub.add_parser("profile", help="print this machine's GPU profile")
+    add_timeout(p, 60)
+    p.set_defaults(fn=cmd_profile)
+    p = sub.add_parser("gradcheck", help="check a declared backward by finite differences (exit 3: inconclusive)")
+    add_timeout(p, 300)
+    p.add_argument("target", metavar="PATH|ID")
+    p.add_argument("--param", action="append", metavar="NAME=VALUE")
+    p.add_argument("--json", action="store_true", help="the report with every probe, for plotting")
+    p.add_argument("--h", type=finite, help="central-difference step (default 1e-3)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--tolerance", type=finite, help="override the declared gradient tolerance (writes no receipt)")
+    p.add_argument("--no-receipt", action="store_true", help="do not write receipts/gradcheck/<hash>.json")
+    p.set_defaults(fn=cmd_gradcheck)

@@ -1,0 +1,170 @@
+"""`scellis workflow run|verify|show` and `scellis train`: the workflow commands of the headless front
+end. The device work runs in the device worker (its request kinds: studio/engine/services/
+workflows.py, ``HANDLERS``); plots are drawn here, with studio/figures.py. Exit codes as in
+studio/cli/__init__.py: 0 ok, 1 a check failed (a record that does not reproduce), 2 an input error (a
+StudioError's message at its file, line, column or field, never a traceback)."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from .args import EXIT_FAILED, EXIT_OK, absolute, seconds, step_op, whole
+from .session import context, ops_path, with_progress, worker
+
+
+def story_workflow() -> Path:
+    """The README's main job: the story workflow shipped as package data (the default of `workflow run`)."""
+    from ..engine.services.outline import story_workflow as story
+    return story()
+
+
+def _call(args, kind: str, what: str, **kw):
+    """One request to the device worker (the workflow use cases' kinds), a progress bar on a terminal."""
+    from ..engine.services.workflows import HANDLERS
+    with worker(args.timeout, handlers=HANDLERS) as w:
+        return with_progress(w, kind, what, quiet=getattr(args, "json", False), ops_path=ops_path(args), **kw)
+
+
+def _draw(plot: dict) -> None:
+    from ..figures import COLOURS, export_plot, signal_plot
+    series = [(s["label"], s["y"], COLOURS[k % len(COLOURS)], s["x0"]) for k, s in enumerate(plot["series"])]
+    w = signal_plot(series, plot["title"], x_label=plot["x_label"], y_label=plot["y_label"])
+    export_plot(w, plot["file"])
+
+
+# ------------------------------------------------------------------ commands
+def cmd_workflow_run(args) -> int:
+    path = Path(args.file) if args.file else story_workflow()
+    if args.plot:
+        from ..engine.arrays import check_writable
+        check_writable(args.plot)
+    r = _call(args, "workflow_run", f"workflow {path.name}", path=str(path.resolve()),
+              out_dir=str(Path(args.out_dir or ".").resolve()), record=absolute(args.record),
+              plot=str(Path(args.plot).resolve()) if args.plot else None, allow_unverified=args.allow_unverified,
+              prove=args.prove, until=args.until)
+    for plot in r["plots"]:
+        _draw(plot)
+    if args.json:
+        print(json.dumps({k: r[k] for k in ("workflow", "status", "record_path", "report", "written", "lines")}
+                         | {"plots": [p["file"] for p in r["plots"]]}, indent=2))
+        return EXIT_OK
+    for line in r["proofs"] + r["lines"] + r["report_lines"]:
+        print(line)
+    for f in r["written"] + [p["file"] for p in r["plots"]] + [r["record_path"]]:
+        print(f"wrote     {f}")
+    return EXIT_OK
+
+
+def cmd_workflow_verify(args) -> int:
+    r = _call(args, "workflow_verify", f"verify {Path(args.record).name}", record=str(Path(args.record).resolve()))
+    if args.json:
+        print(json.dumps(r, indent=2))
+    else:
+        print("\n".join(r["lines"]))
+    return EXIT_OK if r["ok"] else EXIT_FAILED
+
+
+def cmd_workflow_show(args) -> int:
+    """The workflow as the engine reads it: steps in order, each op, its hash and badge (no device)."""
+    from ..engine.services.outline import outline
+    with context(args) as ctx:
+        print("\n".join(outline(args.file, ctx).lines()))
+    return EXIT_OK
+
+
+def cmd_train(args) -> int:
+    path = Path(args.file)
+    if args.plot:
+        from ..engine.arrays import check_writable
+        check_writable(args.plot)
+    swaps = dict(step_op(s, "--swap") for s in args.swap or [])
+    compare = dict([step_op(args.compare, "--compare")]) if args.compare else None
+    r = _call(args, "train", f"train {path.name}", path=str(path.resolve()), steps=args.steps,
+              optimizer=args.optimizer, learning_rate=args.lr, swaps=swaps, prove=args.prove,
+              allow_unverified=args.allow_unverified, resume=absolute(args.resume),
+              receipts=str(Path(args.gradcheck_receipts).resolve()) if args.gradcheck_receipts else None,
+              checkpoint=absolute(args.checkpoint), record=absolute(args.record), out_dir=str(Path(args.out_dir or ".").resolve()), compare=compare)
+    if args.plot:
+        from ..figures import export_plot, signal_plot
+        w = signal_plot([(f"loss ({r['optimizer']})", r["losses"], "#d1495b", 1)],
+                        f"{r['workflow']}: MSE against the clean signal, {len(r['losses'])} steps",
+                        x_label="step", y_label="loss (log scale)", log_y=True, width=900, height=450)
+        export_plot(w, args.plot)
+    if args.json:
+        print(json.dumps({k: v for k, v in r.items() if k != "params"} | {"params": {k: v.tolist() for k, v in
+                                                                                r["params"].items()}}, indent=2))
+        return EXIT_OK
+    for line in r["lines"]:
+        print(line)
+    print("ladder")
+    for line in r["ladder"]:
+        print(f"  {line}")
+    for m in r["memory"]:
+        if m["rung"] == "composite":
+            print("\n".join(f"  {ln}" for ln in m["lines"]))
+    losses = r["losses"]
+    every = max(1, len(losses) // 10)
+    for k in range(0, len(losses), every):
+        print(f"step {k + 1:5d}  loss {losses[k]:.6g}")
+    print(f"final      loss {r['final_loss']:.6g}: fell {r['fall']:.1f}x from {losses[0]:.6g} in {len(losses)} steps "
+          f"({r['seconds']:.1f} s)")
+    print("params     " + "; ".join(f"{k} = {[round(float(v), 4) for v in a.reshape(-1)]}" for k, a in r["params"].items()))
+    if r["comparison"]:
+        c = r["comparison"]
+        ops = " vs ".join(x["op"] for x in c["rungs"])
+        print(f"compare    {ops}: gradients {'bit for bit equal' if c['bitwise_equal'] else 'differ'} "
+              f"(max |difference| {max(c['max_abs_difference'].values()):.3g}); memory {c['memory_ratio_bytes']:.2f}x in "
+              f"all, {c['memory_ratio_allocated']:.2f}x allocated beyond the inputs")
+        for rung in c["rungs"]:
+            if rung["memory"]:
+                print("\n".join(f"  {ln}" for ln in rung["memory"]["lines"]))
+    print(f"wrote      {r['checkpoint']}\nwrote      {r['record_path']}" + (f"\nwrote      {args.plot}" if args.plot else ""))
+    return EXIT_OK
+
+
+# ------------------------------------------------------------------ the parser
+def add_commands(sub) -> None:
+    """Add `workflow run|verify|show` and `train` to scellis's subparsers (studio/cli/__init__.py build_parser)."""
+    wf = sub.add_parser("workflow", help="run workflows of ops; verify their provenance records")
+    wsub = wf.add_subparsers(dest="workflow_command", required=True)
+    p = wsub.add_parser("run", help="run a workflow file on the device; writes its sinks and provenance record")
+    p.add_argument("file", nargs="?", help="the workflow .toml (default: the story's, spike_removal.toml)")
+    p.add_argument("--plot", metavar="FILE.png|.svg", help="write the workflow's (first) plot here")
+    p.add_argument("--record", metavar="FILE.json", help="the provenance record (default: [workflow] record)")
+    p.add_argument("--out-dir", metavar="DIR", help="where relative sink and record paths go (default: .)")
+    p.add_argument("--allow-unverified", action="store_true",
+                   help="run ops without a valid conformance receipt on this GPU profile (the record says so)")
+    p.add_argument("--prove", action="store_true", help="run conformance first for ops without a receipt here")
+    p.add_argument("--until", metavar="STEP", help="run only up to this step (and what it needs)")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--timeout", type=seconds, default=300.0, metavar="SECONDS",
+                   help="stop the device work if it shows no progress for this long (default 300)")
+    p.set_defaults(fn=cmd_workflow_run)
+    p = wsub.add_parser("verify", help="run a recorded workflow again; say per step whether every output reproduces")
+    p.add_argument("record", metavar="RECORD.json")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--timeout", type=seconds, default=300.0, metavar="SECONDS")
+    p.set_defaults(fn=cmd_workflow_verify)
+    p = wsub.add_parser("show", help="the workflow's steps in order, each op with its hash and badge")
+    p.add_argument("file")
+    p.set_defaults(fn=cmd_workflow_show)
+    p = sub.add_parser("train", help="train a workflow's trainable sources through its ops' VJPs on the device")
+    p.add_argument("file", help="a workflow .toml with a [train] section")
+    p.add_argument("--steps", type=whole(1, 1_000_000, "a count"), metavar="N", help="the step to reach, counting a resumed checkpoint's steps, as for `learn` (default: [train] steps)")
+    p.add_argument("--optimizer", choices=("sgd", "momentum", "adam"))
+    p.add_argument("--lr", type=float, metavar="RATE", help="learning rate (default: [train] learning_rate)")
+    p.add_argument("--swap", action="append", metavar="STEP=OP", help="run STEP with another op (e.g. the composite)")
+    p.add_argument("--compare", metavar="STEP=OP", help="also compare STEP's gradients and memory with OP's")
+    p.add_argument("--prove", action="store_true",
+                   help="earn missing receipts first: conformance, and gradcheck for the declared VJPs used")
+    p.add_argument("--allow-unverified", action="store_true", help="run ops without a conformance receipt here")
+    p.add_argument("--gradcheck-receipts", metavar="DIR",
+                   help="look gradcheck receipts up (and write them, with --prove) here instead of in each package")
+    p.add_argument("--resume", metavar="CHECKPOINT.json", help="continue from a checkpoint (hash-verified)")
+    p.add_argument("--checkpoint", metavar="FILE.json", help="where the checkpoint goes (default: [train] checkpoint)")
+    p.add_argument("--record", metavar="FILE.json", help="the training record (default: [workflow] record)")
+    p.add_argument("--plot", metavar="FILE.png|.svg", help="plot the loss curve")
+    p.add_argument("--out-dir", metavar="DIR")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--timeout", type=seconds, default=600.0, metavar="SECONDS")
+    p.set_defaults(fn=cmd_train)

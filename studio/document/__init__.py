@@ -1,0 +1,1 @@
+"""The document model: one op package being edited, without Qt (studio/document/model.py)."""
