@@ -6,6 +6,8 @@ import json
 import multiprocessing as mp
 import os
 
+import pytest
+
 from studio.app.autosave import AutosaveStore
 from studio.app.documents import read_folder
 from studio.app.model import OpDocument
@@ -32,6 +34,7 @@ def _crash(store_dir) -> None:
         f.write_text(json.dumps(d))
 
 
+@pytest.mark.slow
 def test_autosave_and_recovery_after_a_crash(qtbot, tmp_path, monkeypatch):
     win = MainWindow(offer_recovery=False)
     qtbot.addWidget(win)
@@ -87,6 +90,7 @@ def test_autosave_and_recovery_after_a_crash(qtbot, tmp_path, monkeypatch):
         win2.shutdown()
 
 
+@pytest.mark.slow
 def test_declined_recovery_is_set_aside_not_deleted(qtbot, tmp_path, monkeypatch):
     store = AutosaveStore()
     files, _ = read_folder(EXAMPLES / "windowed_median")

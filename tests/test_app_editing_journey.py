@@ -85,6 +85,7 @@ def ctrl_z(qtbot, widget) -> None:
     qtbot.keyClick(widget, Qt.Key.Key_Z, CTRL)
 
 
+@pytest.mark.slow
 def test_break_see_fix_and_prove_a_new_stencil_op_without_touching_op_toml(qtbot, window, tmp_path):
     win = window
     view = new_op(qtbot, win, tmp_path, "stencil", "edges")
@@ -149,6 +150,7 @@ def test_break_see_fix_and_prove_a_new_stencil_op_without_touching_op_toml(qtbot
     assert doc.manifest_text == manifest_before
 
 
+@pytest.mark.slow
 def test_a_new_op_of_every_template_kind_checks_clean_and_proves(qtbot, window, tmp_path):
     for kind in ("elementwise", "selection", "reduction", "stencil"):
         view = new_op(qtbot, window, tmp_path, kind, f"my_{kind}", visibility="private", license="")

@@ -55,11 +55,12 @@ def test_markers_and_goto(qtbot):
     assert ed.cursor_line_col() == (2, 9)
 
 
-def test_problem_paths_are_made_relative_to_the_package(tmp_path):
+def test_problem_paths_are_made_relative_to_the_package(qtbot, tmp_path):
     p = from_json({"message": "m", "file": str(tmp_path / "snap" / "forward.wgsl"), "line": 3, "col": 4},
                   [tmp_path / "snap"])
     assert (p.file, p.where) == ("forward.wgsl", "forward.wgsl:3:4")
     panel = ProblemsPanel()
+    qtbot.addWidget(panel)
     panel.set_problems([p])
     got = []
     panel.activated.connect(got.append)

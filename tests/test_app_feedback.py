@@ -5,6 +5,7 @@ kernel edit (it stayed FAIL before: only the cell's own button was tracked); "go
 header at the top; the go-to box follows scrolling and Shift+Enter."""
 from __future__ import annotations
 
+import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication
 
@@ -21,6 +22,7 @@ def header_top(view, key) -> int:
     return nb.cell(key).y() - nb.scroll.verticalScrollBar().value()
 
 
+@pytest.mark.slow
 def test_f5_scrolls_to_conformance_frames_it_and_its_result_goes_stale(qtbot):
     win = make_window(qtbot, restore_session=False)
     try:
@@ -55,6 +57,7 @@ def test_f5_scrolls_to_conformance_frames_it_and_its_result_goes_stale(qtbot):
         dispose(win)
 
 
+@pytest.mark.slow
 def test_go_to_puts_the_header_at_the_top_and_the_box_follows(qtbot):
     win = make_window(qtbot, restore_session=False)
     try:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 
+import pytest
 from PySide6.QtCore import Qt, QTimer
 
 from studio.app.window import MainWindow
@@ -57,6 +58,7 @@ def run_scenario(qtbot, win, view) -> LatencyProbe:
     return probe
 
 
+@pytest.mark.slow
 def test_event_loop_stays_responsive_during_a_million_sample_run_and_conformance(qtbot, tmp_path, record_property):
     """Best of two attempts: on a 2-core machine the OS can hand both cores to lavapipe's
     threads for a moment in one attempt (seen: 35-60 ms typical, once 348 ms while other test

@@ -5,6 +5,7 @@ implementation; a broken learner file is shown as a positioned error; the window
 under Tools."""
 from __future__ import annotations
 
+import pytest
 from learner_reference import independent_run
 from PySide6.QtCore import Qt
 
@@ -14,6 +15,7 @@ from studio.engine.learner.system import load_system
 from studio.engine.resources import ROOT
 
 
+@pytest.mark.slow
 def test_a_run_shows_the_curve_the_owners_and_the_agreement(qtbot):
     panel = LearnerPanel()
     qtbot.addWidget(panel)
@@ -47,6 +49,7 @@ def test_a_broken_learner_file_is_a_positioned_error(qtbot, tmp_path):
     assert panel.status.text().startswith("error: ") and "learner.toml:2:" in panel.status.text()
 
 
+@pytest.mark.slow
 def test_the_window_offers_the_learner_panel(qtbot):
     from studio.app.window import MainWindow
     from studio.app.worker_bridge import DeviceWorkers
@@ -61,6 +64,7 @@ def test_the_window_offers_the_learner_panel(qtbot):
         win.shutdown()
 
 
+@pytest.mark.slow
 def test_stop_ends_the_run_after_the_step_in_flight(qtbot):
     panel = LearnerPanel()
     qtbot.addWidget(panel)

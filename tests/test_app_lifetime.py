@@ -44,6 +44,7 @@ def test_the_old_tabs_timer_wiring_warns(qtbot, qtlog):
     assert any("negative intervals" in m for m in lifetime_warnings(r.message for r in qtlog.records))
 
 
+@pytest.mark.slow
 def test_opening_and_closing_tabs_is_quiet(qtbot):
     """The window's own tabs (the autouse check fails this test on any lifetime warning)."""
     from test_app_shell import dispose, make_window

@@ -82,6 +82,7 @@ def test_reference_syntax_error_at_its_line_and_column_as_you_type(qtbot, worker
     assert at(view.problems, "reference.py") == [] and ref.editor.markers == []
 
 
+@pytest.mark.slow
 def test_reference_import_error_is_found_in_the_sandbox_at_its_line(qtbot, workers, tmp_path):
     view, panel = make_view(qtbot, workers, create_from_template("stencil", tmp_path, "cd", "me"))
     settled(qtbot, view)
@@ -116,6 +117,7 @@ def test_untrusted_reference_is_parsed_but_never_imported(qtbot, workers, tmp_pa
     assert not any(j.request in ("reference", "check") for j in workers.jobs)   # nothing went to run
 
 
+@pytest.mark.slow
 def test_a_kernel_and_descriptor_disagreement_is_marked_on_both_lines(qtbot, workers, tmp_path):
     view, panel = make_view(qtbot, workers, create_from_template("stencil", tmp_path, "cd", "me"))
     settled(qtbot, view)
@@ -137,6 +139,7 @@ def test_a_kernel_and_descriptor_disagreement_is_marked_on_both_lines(qtbot, wor
     assert view.problems == [] and kernel.editor.markers == [] and bindings.editor.markers == []
 
 
+@pytest.mark.slow
 def test_proof_results_go_stale_the_moment_the_content_changes(qtbot, workers, tmp_path):
     view, _ = make_view(qtbot, workers, create_from_template("stencil", tmp_path, "cd", "me"))
     panel = view.conformance_panel
@@ -174,6 +177,7 @@ def _close_during_check(qtbot, workers, folder):
     qtbot.wait(50)
 
 
+@pytest.mark.slow
 def test_a_check_that_lands_after_its_document_closed_is_dropped(qtbot, workers, pkg_copy, monkeypatch):
     folder = pkg_copy(name="closing")
     _close_during_check(qtbot, workers, folder)       # no exception in the event loop: pytest-qt would fail it

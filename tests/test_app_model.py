@@ -18,13 +18,13 @@ from studio.app.documents import (
     read_folder,
     save_document,
 )
-from studio.app.model import DEFAULT_KERNEL_FILE, DEFAULT_REFERENCE_FILE
+from studio.document.model import DEFAULT_KERNEL_FILE, DEFAULT_REFERENCE_FILE
 from studio.engine.context import Context
 from studio.engine.contract.contract import build_contract
-from studio.engine.contract.toml_edit import set_values
 from studio.engine.contract.manifest import read_manifest
 from studio.engine.contract.package import MAX_FILES, load_package
 from studio.engine.contract.signature import EXAMPLE, parse_signature
+from studio.engine.contract.toml_edit import set_values
 from studio.engine.errors import StudioError
 
 REPO = Path(__file__).resolve().parents[1]
@@ -49,6 +49,21 @@ def test_one_setter_and_change_events(doc):
     events.clear()
     doc.set("file:forward.wgsl", doc.text("forward.wgsl") + "\n// note\n", "editor")
     assert events == [("file:forward.wgsl", "editor")]
+
+
+def test_the_qt_document_re_emits_the_models_callbacks(doc, tmp_path):
+    """The Qt document holds the Qt-free model: an edit made on the model itself (no Qt in the
+    call) still reaches every Qt view as signals."""
+    got = []
+    doc.changed.connect(lambda k, o: got.append(("changed", k, o)))
+    doc.dirtyChanged.connect(lambda d: got.append(("dirty", d)))
+    doc.contentEdited.connect(lambda k, before, o: got.append(("edited", k, o)))
+    doc.pathChanged.connect(lambda p: got.append(("path", p)))
+    doc.model.set("field:summary", "from the model", "script")
+    assert ("changed", "field:summary", "script") in got and ("dirty", True) in got
+    assert ("edited", "field:summary", "script") in got and doc.field("summary") == "from the model"
+    doc.model.save(tmp_path / "saved")
+    assert ("path", tmp_path / "saved") in got and ("dirty", False) in got and not doc.dirty
 
 
 def test_a_form_edit_is_refused_while_the_toml_is_broken(doc):
@@ -78,6 +93,7 @@ def test_save_goes_through_the_engine_and_loads_back(doc, tmp_path):
     assert ctx.trust.status(load_package(tmp_path / "other")).level == "untrusted"
 
 
+@pytest.mark.slow
 def test_receipts_proven_on_a_snapshot_follow_the_save(qtbot, doc, tmp_path):
     """A run on unsaved content proves its snapshot; the receipts live in the user folder keyed by
     content hash, so the saved package with exactly that content has them; other content does not."""

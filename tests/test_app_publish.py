@@ -53,6 +53,7 @@ def test_public_lists_every_missing_field(qtbot, pkg_copy, gui_ctx):
     assert not dlg.publish_button.isEnabled() and "4 field(s) missing" in dlg.status.text()
 
 
+@pytest.mark.slow
 def test_publish_dialog_publishes_through_the_device_worker(qtbot, pkg_copy, gui_ctx, workers):
     root = pkg_copy()
     dlg = PublishDialog(load_package(root), ctx=gui_ctx, profile="unknown", workers=workers)
@@ -83,6 +84,7 @@ def test_fork_from_the_studio_records_lineage(qtbot, pkg_copy, gui_ctx, tmp_path
     assert read_fields(forked).forked_from.hash == src.hash
 
 
+@pytest.mark.slow
 def test_ring_panel_browses_fetches_trusts_and_reverifies(qtbot, tmp_path, gui_ctx, workers):
     a_home = tmp_path / "A"
     a = Context.open(home=a_home, hosts=gui_ctx.hosts)
@@ -111,6 +113,7 @@ def test_ring_panel_browses_fetches_trusts_and_reverifies(qtbot, tmp_path, gui_c
     assert "trust: verified" in panel.status.text(), panel.status.text()
 
 
+@pytest.mark.slow
 def test_the_main_window_has_the_publish_menu(qtbot):
     from studio.app.window import MainWindow
     from studio.app.worker_bridge import DeviceWorkers
@@ -124,6 +127,7 @@ def test_the_main_window_has_the_publish_menu(qtbot):
         win.publish_workers.close()
 
 
+@pytest.mark.slow
 def test_publishing_from_the_window_updates_the_open_document(qtbot, pkg_copy):
     from PySide6.QtCore import Qt
 

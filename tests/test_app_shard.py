@@ -1,6 +1,7 @@
 """The Studio's sharding panel (studio/app/shard_view.py), offscreen with pytest-qt: a learner's
 report through the real device worker, a workflow's report shown node by node with the divisor
 warning, a failure shown as a message, and the panel in the main window's Tools menu."""
+import pytest
 from conftest import REPO
 
 from studio.app.shard_view import ShardPanel
@@ -9,6 +10,7 @@ from studio.engine.services.sharding import shard_report_json
 WORKFLOW = REPO / "resources" / "workflows" / "bf16_conv.toml"
 
 
+@pytest.mark.slow
 def test_a_learner_report_runs_in_the_worker(qtbot):
     panel = ShardPanel()
     qtbot.addWidget(panel)
@@ -22,6 +24,7 @@ def test_a_learner_report_runs_in_the_worker(qtbot):
     assert "every claim verified" in panel.status.text()
 
 
+@pytest.mark.slow
 def test_a_workflow_report_is_shown_node_by_node(qtbot, ctx, device):
     panel = ShardPanel()
     qtbot.addWidget(panel)
@@ -50,6 +53,7 @@ def test_a_failing_report_says_why(qtbot, tmp_path):
     assert panel.run_button.isEnabled()
 
 
+@pytest.mark.slow
 def test_the_window_offers_the_sharding_panel(qtbot):
     from studio.app.window import MainWindow
     from studio.app.worker_bridge import DeviceWorkers

@@ -111,6 +111,7 @@ def test_a_closed_dock_comes_back_through_the_view_menu(qtbot, window):
         assert dock.isVisible()
 
 
+@pytest.mark.slow
 def test_welcome_page_when_no_tab_is_open(qtbot, window, pkg_copy):
     assert window.tabs.count() == 1 and window.tabs.widget(0) is window.welcome
     assert window.current() is None and not window.act_save.isEnabled()
@@ -140,6 +141,7 @@ def test_welcome_page_when_no_tab_is_open(qtbot, window, pkg_copy):
     assert window.current() is not None and window.current().doc.path.resolve() == pkg.resolve()
 
 
+@pytest.mark.slow
 def test_trust_is_disabled_with_nothing_to_trust(window, tmp_path):
     assert not window.act_trust.isEnabled()                  # nothing open
     story = window.open_story()                               # the product's own example: trusted
@@ -160,6 +162,7 @@ def test_trust_is_disabled_with_nothing_to_trust(window, tmp_path):
 
 
 # ----------------------------------------------------------------------------- running cells, find, undo
+@pytest.mark.slow
 def test_ctrl_enter_runs_the_cell_and_shift_enter_runs_and_advances(qtbot, window):
     view = window.open_story()
     wait_checked(qtbot, view)
@@ -182,6 +185,7 @@ def test_ctrl_enter_runs_the_cell_and_shift_enter_runs_and_advances(qtbot, windo
     assert panel.chip.text() == "PASS", panel.summary.text()
 
 
+@pytest.mark.slow
 def test_shift_enter_outside_a_document_is_left_to_the_widget(qtbot, window):
     """Control: the key filter is what keeps the kernel intact — an editor outside a document gets
     its line break as usual."""
@@ -195,6 +199,7 @@ def test_shift_enter_outside_a_document_is_left_to_the_widget(qtbot, window):
     assert ed.toPlainText() != "a"
 
 
+@pytest.mark.slow
 def test_find_in_the_current_code_cell(qtbot, window):
     view = window.open_story()
     ref = view.notebook.cell("reference").editor
@@ -216,6 +221,7 @@ def test_find_in_the_current_code_cell(qtbot, window):
     assert not bar.isVisible()
 
 
+@pytest.mark.slow
 def test_undo_and_redo_from_the_edit_menu_follow_the_current_document(window, pkg_copy):
     a = window.open_path(pkg_copy(name="a"))
     b = window.open_path(pkg_copy(name="b"))
@@ -240,6 +246,7 @@ def test_undo_and_redo_from_the_edit_menu_follow_the_current_document(window, pk
 
 
 # ----------------------------------------------------------------------------- catalog
+@pytest.mark.slow
 def test_catalog_groups_and_double_click_on_a_card_title(qtbot, window, tmp_path):
     qtbot.waitUntil(lambda: "user/demo/windowed_median@1" in window.catalog.cards, timeout=90_000)
     cat = window.catalog
@@ -328,6 +335,7 @@ def controls_without_tooltips(root: QWidget, *, hidden_too: bool = False) -> lis
 CONTRACT_CELLS = ("op", "signature", "bindings", "tolerance", "backward", "reference", "kernel", "manifest")
 
 
+@pytest.mark.slow
 def test_every_control_has_a_tooltip(qtbot, window):
     from studio.app.cells.tables import RowTable
     assert controls_without_tooltips(window) == []              # the Welcome page, catalog, toolbar
@@ -366,6 +374,7 @@ def test_every_control_has_a_tooltip(qtbot, window):
 
 
 # ----------------------------------------------------------------------------- remembered state
+@pytest.mark.slow
 def test_geometry_docks_and_tabs_are_restored_on_restart(qtbot, pkg_copy, _isolated_home):
     pkg = pkg_copy(name="kept")
     first = make_window(qtbot)

@@ -34,6 +34,7 @@ def window(qtbot):
     dispose(win)
 
 
+@pytest.mark.slow
 def test_a_shipped_example_opens_as_the_users_copy_and_ctrl_s_never_writes_the_install(qtbot, window,
                                                                                         _isolated_home):
     before = digest(FIRST_DRAFT)
@@ -68,6 +69,7 @@ def test_a_shipped_example_opens_as_the_users_copy_and_ctrl_s_never_writes_the_i
     assert all(r.resolve() != copy.resolve() for r in window.extra_roots)
 
 
+@pytest.mark.slow
 def test_a_builtin_opens_as_a_copy_too(qtbot, window):
     clip = next(p.parent for p in sorted(BUILTINS.rglob("op.toml")))
     view = window.open_path(clip)
@@ -90,6 +92,7 @@ def read_only_install(tmp_path, monkeypatch):
         p.chmod(p.stat().st_mode | stat.S_IWUSR)
 
 
+@pytest.mark.slow
 def test_a_read_only_install_opens_and_saves_through_the_copy(qtbot, window, read_only_install):
     draft = read_only_install / "examples" / FIRST_DRAFT.name
     before = digest(draft)

@@ -12,6 +12,7 @@ import os
 import sys
 import time
 
+import pytest
 from conftest import copy_package
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QTextCursor
@@ -57,6 +58,7 @@ class Soak:
         self.check(where)
 
 
+@pytest.mark.slow
 def test_thousands_of_keystrokes_into_the_story_op(qtbot, tmp_path, record_property):
     pkg = copy_package(EXAMPLES / "windowed_median", tmp_path / "windowed_median")
     win = MainWindow(workers=DeviceWorkers(), offer_recovery=False)

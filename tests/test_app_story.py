@@ -68,6 +68,7 @@ def wait_checked(qtbot, view, timeout=60_000):
     qtbot.waitUntil(lambda: view.checker.checks_done > start and not view.checker.timer.isActive(), timeout=timeout)
 
 
+@pytest.mark.slow
 def test_the_story_through_the_gui(qtbot, window, tmp_path):
     win = window
     # 1. a new op from the story's template, in a folder the user picked
@@ -179,6 +180,7 @@ def test_the_story_through_the_gui(qtbot, window, tmp_path):
     assert np.array_equal(rp.data["output"], y[:5000 - 6])
 
 
+@pytest.mark.slow
 def test_compile_error_is_marked_and_one_click_away(qtbot, window, tmp_path):
     view = new_op_through_dialog(qtbot, window, tmp_path, name="median_typo")
     kernel = view.notebook.cell("kernel").editor
@@ -200,6 +202,7 @@ def test_compile_error_is_marked_and_one_click_away(qtbot, window, tmp_path):
     assert [p for p in view.problems if p.file == "forward.wgsl"] == []
 
 
+@pytest.mark.slow
 def test_long_work_shows_progress_and_can_be_cancelled(qtbot, window, tmp_path):
     view = new_op_through_dialog(qtbot, window, tmp_path, name="median_cancel")
     panel = view.conformance_panel

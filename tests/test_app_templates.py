@@ -33,6 +33,7 @@ def test_every_kind_is_offered_the_story_op_first():
     assert all(t["title"] and t["summary"] and t["op_name"] for t in infos)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", KINDS)
 def test_a_template_is_a_minimal_correct_op_that_passes_its_conformance(ctx, tmp_path, kind):
     root = create_from_template(kind, tmp_path, f"my_{kind}", "ana", license="MIT", visibility="public", ctx=ctx)
@@ -51,6 +52,7 @@ def test_a_template_is_a_minimal_correct_op_that_passes_its_conformance(ctx, tmp
     assert rep["verdict"] == "pass" and rep["failed"] == 0 and rep["passed"] > 0, rep.get("lines")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", KINDS)
 def test_a_broken_template_fails_its_conformance(ctx, tmp_path, kind):
     """The failing control: the same corpus rejects a one-line mistake in each template."""
@@ -98,6 +100,7 @@ def test_bad_dialog_values_are_refused_with_their_field(tmp_path):
     assert e.value.field == "template" and "stencil" in e.value.hint
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", KINDS)
 def test_a_templates_backward_passes_gradcheck(ctx, tmp_path, kind):
     pkg = load_package(create_from_template(kind, tmp_path, f"g_{kind}", "ana", ctx=ctx))
@@ -105,6 +108,7 @@ def test_a_templates_backward_passes_gradcheck(ctx, tmp_path, kind):
     assert rep["verdict"] == "pass", rep
 
 
+@pytest.mark.slow
 def test_a_route_to_window_offsets_fails_gradcheck(ctx, tmp_path):
     """The failing control (a mistake made while writing these templates): a route index must be
     the input element's index in x, not its offset in the window."""

@@ -91,6 +91,7 @@ def cells_and_cards(qtbot, win):
     return cells, cards
 
 
+@pytest.mark.slow
 def test_a_dark_system_palette_gives_dark_readable_cells_and_cards(qtbot, window):
     app = QApplication.instance()
     cells, cards = cells_and_cards(qtbot, window)
@@ -109,6 +110,7 @@ def test_a_dark_system_palette_gives_dark_readable_cells_and_cards(qtbot, window
     assert all(lightness > 0.9 and ratio < 4.5 for _n, lightness, ratio in bad), bad
 
 
+@pytest.mark.slow
 def test_the_light_palette_is_readable_too(qtbot, window):
     app = QApplication.instance()
     cells, cards = cells_and_cards(qtbot, window)
@@ -119,6 +121,7 @@ def test_the_light_palette_is_readable_too(qtbot, window):
     assert app.palette().color(QPalette.ColorRole.Base) == light_palette().color(QPalette.ColorRole.Base)
 
 
+@pytest.mark.slow
 def test_view_theme_switches_plots_and_is_remembered(qtbot, window):
     view = window.open_story()
     plot = view.run_panel.plot
@@ -198,6 +201,7 @@ def token_contrasts(editor, base: QColor) -> list[float]:
     return out
 
 
+@pytest.mark.slow
 def test_dark_gutters_and_status_labels_are_readable(qtbot, window):
     app = QApplication.instance()
     view = window.current() or window.open_story()
@@ -242,6 +246,7 @@ def legend_image(plot):
     return plot.grab(rect.adjusted(1, 1, -1, -1)).toImage()
 
 
+@pytest.mark.slow
 def test_dark_theme_at_run_time_gives_readable_legends(qtbot, window):
     """View ▸ Theme ▸ Dark after the plots have their legends: the legend text is redrawn light
     (measured on the rendered legend); the control draws the same label in its old black."""
@@ -280,6 +285,7 @@ def frame_contrast(host, widget) -> tuple[float, float]:
     return contrast(frame, QColor.fromRgb(inside)), contrast(frame, QColor.fromRgb(outside))
 
 
+@pytest.mark.slow
 def test_dark_theme_input_fields_keep_their_frames(qtbot, window):
     """A text field, a spin box and a check box under the dark theme chosen at run time: each one's
     frame stands 3:1 against its inside and its surroundings (WCAG's bar for a control's boundary).

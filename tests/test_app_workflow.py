@@ -45,6 +45,7 @@ def window(qtbot):
     win.shutdown()
 
 
+@pytest.mark.slow
 def test_run_all_plots_every_step_and_matches_the_cli_hashes(qtbot, window, tmp_path):
     wf = story(tmp_path)
     assert window.act_open_workflow.text() == "Open workflow…"            # File ▸ Open workflow…
@@ -91,6 +92,7 @@ def test_the_first_run_all_proves_missing_receipts_by_default(qtbot, window, tmp
     assert all(c.badge["receipt"] for c in view.cells), [c.badge for c in view.cells]
 
 
+@pytest.mark.slow
 def test_run_to_here_runs_only_what_the_step_needs(qtbot, window, tmp_path):
     view = window.open_workflow(story(tmp_path))
     view.allow_box.setChecked(True)
@@ -102,6 +104,7 @@ def test_run_to_here_runs_only_what_the_step_needs(qtbot, window, tmp_path):
     assert view.cell("limit").samples == 4000 and view.cell("median").samples == 0
 
 
+@pytest.mark.slow
 def test_a_missing_receipt_is_refused_with_the_allow_box(qtbot, window, tmp_path):
     mine = copy_package(MEDIAN, tmp_path / "median")             # a copy: no receipt on this profile
     view = window.open_workflow(story(tmp_path, edits=[('op = "user/demo/windowed_median@1"', f'op = "{mine}"')]))
@@ -116,6 +119,7 @@ def test_a_missing_receipt_is_refused_with_the_allow_box(qtbot, window, tmp_path
     assert view.run_button.isEnabled() and not view.stop_button.isEnabled()
 
 
+@pytest.mark.slow
 def test_stop_cancels_a_run(qtbot, window, tmp_path):
     view = window.open_workflow(story(tmp_path, n=4_000_000))
     view.allow_box.setChecked(True)
@@ -131,6 +135,7 @@ def test_stop_cancels_a_run(qtbot, window, tmp_path):
     assert view.run_button.isEnabled()
 
 
+@pytest.mark.slow
 def test_train_lowers_the_loss_and_plots_it(qtbot, window, tmp_path):
     text = (Path(story_workflow()).parent / "train_median.toml").read_text()
     for old, new in (("n = 1000000", "n = 2048"), ("steps = 150", "steps = 30")):
@@ -156,6 +161,7 @@ def test_train_lowers_the_loss_and_plots_it(qtbot, window, tmp_path):
     assert "final loss" in view.status.text() and "checkpoint" in view.provenance.toPlainText()
 
 
+@pytest.mark.slow
 def test_stop_ends_training(qtbot, window, tmp_path):
     text = (Path(story_workflow()).parent / "train_median.toml").read_text().replace("steps = 150", "steps = 100000") \
         .replace("n = 1000000", "n = 2048")

@@ -250,6 +250,7 @@ def test_setrlimit_is_refused(host):
     assert host.call("setrlimit_cpu") == EPERM
 
 
+@pytest.mark.slow
 def test_a_raised_cpu_limit_does_not_outlast_the_call_limit():
     h = _host(cpu_s=1)
     try:
@@ -398,6 +399,7 @@ def test_a_host_reads_the_python_runtime_but_not_the_project(host):
 
 
 # ------------------------------------------------------------------ what the profile says
+@pytest.mark.slow
 def test_the_profile_says_what_confines_a_host_here(ctx, host):
     from studio.engine.services.actions import profile
     got = profile(ctx)["reference_host"]

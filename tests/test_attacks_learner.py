@@ -110,6 +110,7 @@ def test_scellis_learn_with_k_ten_to_the_twelve_exits_2_without_a_traceback(lear
     _refused(_scellis("learn", learner, "--steps", "1"), "learner.toml:", "[learner.k]")
 
 
+@pytest.mark.slow
 def test_ten_thousand_owners_are_refused_before_any_process_starts(learner):
     shares = [0] * 10_000
     shares[0] = 50
@@ -129,6 +130,7 @@ def test_ten_thousand_owners_in_an_assignment_are_refused(learner):
     assert info.value.field == "owners.assignment" and "owners" in info.value.message
 
 
+@pytest.mark.slow
 def test_a_million_owners_on_the_command_line_are_refused_before_any_process_starts(learner):
     out = _scellis("learn", learner, "--owners", "1000000", "--steps", "1")
     _refused(out, "[--owners]", "--max-owners")

@@ -52,6 +52,7 @@ def test_a_backward_kernel_edit_reruns_backward_conformance_only(ctx, pkg_copy, 
     assert not rep.ok and rep.backward.failures            # the broken VJP is judged, not remembered
 
 
+@pytest.mark.slow
 def test_the_first_failure_streams_before_the_whole_corpus(ctx, device):
     seen = []
     rep = conform(ctx, load_package(FIRST_DRAFT), on_failure=lambda f: seen.append((f, ctx.references.host_calls)))

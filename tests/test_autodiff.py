@@ -46,6 +46,7 @@ def ledger(ctx, checked, tmp_path):
     return root
 
 
+@pytest.mark.slow
 def test_composite_median_matches_the_declared_one_in_value_and_gradient(ctx, device, catalog, ledger):
     rng = np.random.default_rng(5)
     x = rng.standard_normal(2001).astype(np.float32)
@@ -97,6 +98,7 @@ def test_a_composite_runs_through_run_op_and_its_budget(ctx, device, catalog):
     run_op(ctx, load_package(MEDIAN), {"x": x}, {"w": 5}, budget_bytes=2000)   # the declared op fits
 
 
+@pytest.mark.slow
 def test_training_through_the_median_lowers_the_loss(ctx, device, catalog, ledger):
     """The story's pipeline: spiky signal -> trainable FIR -> windowed median -> mse; every VJP on the device."""
     n, w = 4000, 7
@@ -122,6 +124,7 @@ def test_training_through_the_median_lowers_the_loss(ctx, device, catalog, ledge
     assert "subgradient: at ties the cotangent goes to the element the forward selected" in lines[1]
 
 
+@pytest.mark.slow
 def test_gradients_agree_with_the_reference_path(ctx, device, catalog, ledger):
     rng = np.random.default_rng(2)
     x, taps = rng.standard_normal(300).astype(np.float32), rng.standard_normal(4).astype(np.float32)
@@ -168,6 +171,7 @@ def test_training_through_a_nondifferentiable_op_is_refused_naming_it(ctx, devic
     assert all(n.vjp_place is None for n in tape.nodes)                 # refused before anything ran backward
 
 
+@pytest.mark.slow
 def test_a_nondifferentiable_source_outside_the_gradient_path_is_fine(ctx, device, catalog, ledger):
     tape = Tape(ctx, receipts=ledger)
     x = tape.call("core/signal/spiky_signal@1", {}, {"n": 64, "seed": 1})["y"]     # nothing flows through it
@@ -185,6 +189,7 @@ def test_an_unchecked_declared_vjp_is_refused(ctx, device, catalog, tmp_path):
     assert "scellis gradcheck" in e.value.hint
 
 
+@pytest.mark.slow
 def test_a_failing_or_stale_gradcheck_is_refused(ctx, device, catalog, pkg_copy, tmp_path):
     root = pkg_copy(reference__py=[("np.add.at(dx, np.arange(k.shape[0]) + k, dy)",
                                     "np.add.at(dx, np.arange(k.shape[0]) + k, 2 * dy)")])

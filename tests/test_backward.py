@@ -172,12 +172,14 @@ def parses_or_points(text: str) -> None:
         assert e.line is not None and e.col is not None and e.hint
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(st.text(max_size=60) | st.lists(st.sampled_from(SOUP), max_size=30).map(" ".join))
 def test_fuzz_only_positioned_studio_errors(text):
     parses_or_points(text)
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(st.sampled_from([TEXT, STEPS]).flatmap(lambda t: st.tuples(st.just(t), st.integers(0, len(t)))),
        st.sampled_from(SOUP + [""]))

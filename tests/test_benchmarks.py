@@ -22,6 +22,7 @@ def _run(tmp_path, *args, env=None):
     return p, (json.loads(out.read_text()) if out.exists() else None)
 
 
+@pytest.mark.slow
 def test_quick_benchmark_passes_and_writes_results(tmp_path):
     p, rep = _run(tmp_path)
     problems = [ln for ln in p.stdout.splitlines() if ln.startswith(("ERROR", "OVER LIMIT"))]
@@ -39,6 +40,7 @@ def test_quick_benchmark_passes_and_writes_results(tmp_path):
     assert "ratio" in p.stdout and "median fast kernel" in p.stdout       # the one table
 
 
+@pytest.mark.slow
 def test_quick_ratio_check_can_fail(tmp_path):
     # a margin of 1e-6 puts every limit far below any ratio the engine can reach: the run must fail
     p, rep = _run(tmp_path, "--only", "median", env={"SCELLIS_BENCH_MARGIN": "1e-6"})

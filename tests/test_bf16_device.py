@@ -97,6 +97,7 @@ def test_a_kernel_that_stores_an_unrounded_f32_is_refused(ctx, tmp_path, device)
     assert "is no bf16" in e.value.message and "bf16_round" in e.value.hint
 
 
+@pytest.mark.slow
 def test_a_kernel_that_rounds_every_partial_sum_fails_conformance(ctx, tmp_path, device):
     """bf16 accumulation is not the denotation (one rounding on the way out): conformance sees it."""
     root = copy_package(BUILTINS / "conv1d_bf16_weight_grad", tmp_path / "acc16", {"forward.wgsl": [
@@ -116,6 +117,7 @@ def test_the_device_and_the_reference_agree_on_a_random_case(ctx, device):
     assert ulps.max() <= 1 and np.mean(ulps == 0) > 0.9
 
 
+@pytest.mark.slow
 def test_an_unwritten_bf16_element_is_named_by_the_poison(ctx, tmp_path, device):
     """The poison word (a NaN whose low half is not zero) is not taken for a malformed bf16: the
     guard names the element as never written."""

@@ -27,6 +27,7 @@ def window_sum(x, w):
     return y, mag
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("n", [10, 1_000, 100_000, 10_000_000])
 def test_a_1_2x_error_on_one_output_fails_at_every_size(n):
     rng = np.random.default_rng(n)
@@ -44,6 +45,7 @@ def test_a_1_2x_error_on_one_output_fails_at_every_size(n):
         assert compare(BOUND, want, got, magnitude=mag, terms=n) is None
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("n", [20_000, 100_000, 1_000_000, 5_000_000])
 @pytest.mark.parametrize("values", ["normal", "constant"])
 def test_a_scan_that_drops_its_tail_fails_at_every_size(n, values):

@@ -59,6 +59,7 @@ def test_kernel_matches_reference_on_random_inputs(ctx, name, device):
         assert compare(pkg.contract.tolerance, w, got[out], magnitude=mags.get(out), terms=terms) is None
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", NAMES)
 def test_every_builtin_passes_its_own_conformance(ctx, name, device):
     rep = conform(ctx, load_package(BUILTINS / name))

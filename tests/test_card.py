@@ -4,6 +4,7 @@ import shutil
 import subprocess
 import sys
 
+import pytest
 from conftest import BUILTINS, MEDIAN
 
 from studio.engine.contract.package import load_package
@@ -21,6 +22,7 @@ def test_the_story_op_card_says_user_unverified_exact(ctx, pkg_copy):
     assert "<span class='badge'>exact</span>" in c["html"] and "unverified" in c["html"]
 
 
+@pytest.mark.slow
 def test_trust_is_earned_by_local_receipts_and_foreign_ones_never_count(ctx, pkg_copy, tmp_path):
     pkg = load_package(pkg_copy())
     profile = ctx.device.profile.id
@@ -55,6 +57,7 @@ def test_source_comes_from_the_folder_never_the_namespace(ctx, tmp_path):
     assert (b["source"], u["source"]) == ("builtin", "user") and b["id"] == u["id"] == "core/signal/clip@1"
 
 
+@pytest.mark.slow
 def test_cli_card_text_and_html():
     r = subprocess.run([sys.executable, "-m", "studio.cli", "card", str(MEDIAN)], capture_output=True, text=True,
                        timeout=300)

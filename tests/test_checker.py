@@ -92,6 +92,7 @@ def test_static_rules(ctx, pkg_copy, device, old, new, field):
     assert [e.field for e in errs] == [field]
 
 
+@pytest.mark.slow
 def test_cli_check_prints_both_locations_and_exits_1(pkg_copy):
     root = pkg_copy(forward__wgsl=[("var<storage, read> x: array<f32>", "var<storage, read_write> x: array<f32>")])
     res = subprocess.run([sys.executable, "-m", "studio.cli", "check", str(root)], capture_output=True, text=True)

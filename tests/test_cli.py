@@ -12,6 +12,7 @@ def scellis(*args, cwd=None):
     return subprocess.run([sys.executable, "-m", "studio.cli", *map(str, args)], capture_output=True, text=True, cwd=cwd)
 
 
+@pytest.mark.slow
 def test_ops_list_lists_the_builtins():
     res = scellis("ops", "list", "--json")
     assert res.returncode == 0
@@ -22,6 +23,7 @@ def test_ops_list_lists_the_builtins():
     assert "core/reduce/sum@1" in text and "Clamp each element to [lo, hi]" in text
 
 
+@pytest.mark.slow
 def test_ops_show():
     res = scellis("ops", "show", "user/demo/windowed_median@1", "--json")
     info = json.loads(res.stdout)
@@ -39,6 +41,7 @@ def test_run_writes_output(tmp_path):
     assert y.tolist() == [0, 0, 0, 0, 1, 1, 1, 1]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args,needle", [
     (("run", "user/demo/windowed_median@1", "--param", "w=8", "--input", "X"), "w = 8 violates 'odd'"),
     (("run", "user/demo/windowed_median@1", "--param", "w=9", "--input", "X"), "w = 9 violates 'w <= n'"),
@@ -71,6 +74,7 @@ def test_check_passes_with_exit_0():
     assert res.returncode == 0 and "verdict: pass" in res.stdout
 
 
+@pytest.mark.slow
 def test_headless_demo_writes_a_plot(tmp_path):
     out = tmp_path / "demo.png"
     res = scellis("demo", "--out", out, "--n", "200000")

@@ -310,6 +310,7 @@ def test_threads_and_numpy_still_run_under_the_filter():
         h.close()
 
 
+@pytest.mark.slow
 def test_the_confined_host_still_computes_the_story_ops_conformance(ctx, device):
     with HostPool() as pool:
         from studio.engine.context import Context

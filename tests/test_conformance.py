@@ -56,12 +56,14 @@ def test_n7_w7_is_in_the_corpus_and_fails(ctx):
     assert rep.total == 1 and rep.failures[0].kind == "unwritten"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", BROKEN)
 def test_broken_medians_are_rejected(ctx, name, device):
     rep = conform(ctx, load_package(EXAMPLES / "broken_medians" / name))
     assert not rep.ok and rep.failures
 
 
+@pytest.mark.slow
 def test_each_kind_of_breakage_is_caught_by_the_right_guard(ctx, device):
     kinds = {n: {f.kind for f in conform(ctx, load_package(EXAMPLES / "broken_medians" / n)).failures}
              for n in ("write_past_end", "wrong_middle", "tie_mishandled")}
@@ -97,6 +99,7 @@ def test_large_case_is_behind_the_flag():
     assert max(c.dims["n"] for c in generate(sig, large=True).cases) >= 1_000_000
 
 
+@pytest.mark.slow
 def test_category_verification_rejects_a_reference_that_breaks_it(ctx, pkg_copy, device):
     # a "median" whose reference averages: no longer a selection
     root = pkg_copy(reference__py=[('[:, w // 2]\n    return y', '[:, w // 2]\n    return y * 0.5 + 0.25')])
@@ -104,12 +107,14 @@ def test_category_verification_rejects_a_reference_that_breaks_it(ctx, pkg_copy,
     assert rep.category_errors and "selection" in rep.category_errors[0].message
 
 
+@pytest.mark.slow
 def test_elementwise_category_is_verified_by_perturbation(ctx, pkg_copy, device):
     root = pkg_copy(op__toml=[('class = "exact"\ncategory = "selection"', 'class = "ulp(1)"\ncategory = "elementwise"')])
     rep = conform(ctx, load_package(root))
     assert rep.category_errors and "perturbing" in rep.category_errors[0].message
 
 
+@pytest.mark.slow
 def test_tampering_invalidates_the_receipt(ctx, tmp_path, device):
     root = copy_package(MEDIAN, tmp_path / "m")
     pkg = load_package(root)
@@ -124,6 +129,7 @@ def test_tampering_invalidates_the_receipt(ctx, tmp_path, device):
     assert verify_receipt(pkg, receipt, device.profile.id).status == "valid"
 
 
+@pytest.mark.slow
 def test_a_receipt_from_another_gpu_profile_is_foreign(ctx, tmp_path, device):
     root = copy_package(MEDIAN, tmp_path / "m")
     pkg = load_package(root)
@@ -133,6 +139,7 @@ def test_a_receipt_from_another_gpu_profile_is_foreign(ctx, tmp_path, device):
     assert local_status(pkg, device.profile.id) == "foreign"
 
 
+@pytest.mark.slow
 def test_unproven_kernel_still_runs_with_a_warning(tmp_path):
     root = copy_package(MEDIAN, tmp_path / "m")
     x = tmp_path / "x.npy"
@@ -144,6 +151,7 @@ def test_unproven_kernel_still_runs_with_a_warning(tmp_path):
     assert np.load(tmp_path / "y.npy").tolist() == list(np.arange(17, 1, -1, dtype=np.float32) - 0)
 
 
+@pytest.mark.slow
 def test_cli_conform_writes_a_receipt_and_exits_by_verdict(tmp_path):
     root = copy_package(MEDIAN, tmp_path / "m")
     res = subprocess.run([sys.executable, "-m", "studio.cli", "conform", str(root), "--json"],
@@ -175,6 +183,7 @@ def test_every_float_input_is_swept_over_every_binade_and_its_kinks():
         assert any(c.value_kind.endswith("kinks") for c in mine)
 
 
+@pytest.mark.slow
 def test_a_kernel_wrong_on_a_narrow_band_fails(ctx, tmp_path):
     bad = copy_package(OPS23 / "half", tmp_path / "h", {"forward.wgsl": [
         ("    y[i] = r;", "    if (v > -87.0 && v < -80.0) { r = 0.0; }\n    y[i] = r;")]})
@@ -182,6 +191,7 @@ def test_a_kernel_wrong_on_a_narrow_band_fails(ctx, tmp_path):
     assert not rep.ok and {f.case.shape_kind for f in rep.failures} == {"band"}, "\n".join(report_lines(rep))
 
 
+@pytest.mark.slow
 def test_a_window_sum_dropping_taps_below_1e_30_fails(ctx, tmp_path):
     bad = copy_package(OPS23 / "wsum", tmp_path / "w", {"forward.wgsl": [
         ("acc = acc + w[j] * x[i + j];", "if (abs(w[j]) >= 1e-30) { acc = acc + w[j] * x[i + j]; }")]})
@@ -189,12 +199,14 @@ def test_a_window_sum_dropping_taps_below_1e_30_fails(ctx, tmp_path):
     assert not rep.ok and all(f.case.value_kind.startswith("w: ") for f in rep.failures), "\n".join(report_lines(rep))
 
 
+@pytest.mark.slow
 def test_a_generator_with_inputs_is_refused_on_the_reference_path_too(ctx, tmp_path):
     lie = copy_package(OPS23 / "half", tmp_path / "g", {"op.toml": [('category = "elementwise"', 'category = "generator"')]})
     rep = conform(ctx, load_package(lie))
     assert not rep.ok and "a generator has no array inputs" in rep.category_errors[0].message
 
 
+@pytest.mark.slow
 def test_the_fold_hint_names_the_fold_and_its_two_fixes(ctx, tmp_path):
     root = copy_package(MEDIAN, tmp_path / "m", {"forward.wgsl": [("let i = gid.x + gid.y * nwg.x * 64u;",
                                                                     "let i = gid.x;")]})

@@ -114,7 +114,7 @@ def test_sigkill_at_random_moments_never_leaves_a_torn_file(ctx, tmp_path, devic
 WRITE_MODES = set("wax+")
 IN_MEMORY = {"BytesIO", "StringIO"}
 DUMPERS = {("np", "save"), ("np", "savez"), ("np", "savez_compressed"), ("np", "savetxt"), ("numpy", "save"),
-           ("json", "dump"), ("tomli_w", "dump"), ("pickle", "dump"), ("shutil", "copy"), ("shutil", "copy2"),
+           ("json", "dump"), ("tomli_w", "dump"), ("tomlkit", "dump"), ("pickle", "dump"), ("shutil", "copy"), ("shutil", "copy2"),
            ("shutil", "copyfile"), ("shutil", "copytree"), ("shutil", "move")}
 # os.rename / os.replace are not listed: a rename within a filesystem is the atomic step itself
 # (file, line text fragment) -> why it is not a torn-file risk

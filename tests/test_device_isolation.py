@@ -174,6 +174,7 @@ def test_kernels_of_one_package_in_a_row_clear_nothing(pair, ctx):
     assert dev.workgroup_clears == n0 + (2 if dev.isolates_workgroups else 0)
 
 
+@pytest.mark.slow
 def test_a_clear_counts_only_when_every_executor_ran_it(pair, hosts):
     """The check that a clear reached every executor thread can fail: with one executor more
     than the driver has, its workgroups can never all run at once, and no kernel runs."""
@@ -192,6 +193,7 @@ def test_a_clear_counts_only_when_every_executor_ran_it(pair, hosts):
     print(f"\nunprovable clear refused after {time.monotonic() - t0:.2f} s")
 
 
+@pytest.mark.slow
 def test_the_story_ops_conformance_pays_one_clear_per_kernel_family(ctx, pkg_copy):
     """The overhead, measured on the story's op: its conformance corpus runs one package's
     forward kernel and then its backward kernel, so it pays at most a clear before each."""

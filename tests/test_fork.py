@@ -24,6 +24,7 @@ def test_a_fork_records_its_lineage_and_keeps_the_license(ctx, pkg_copy, tmp_pat
     assert ctx.trust.status(f).ok                           # the source's code was trusted here
 
 
+@pytest.mark.slow
 def test_the_card_shows_the_lineage_chain(ctx, pkg_copy, tmp_path):
     src = load_package(pkg_copy())
     one = publishing.fork(ctx, src, "user/me/one@1", to=tmp_path / "ops" / "one")
@@ -66,6 +67,7 @@ def test_fork_needs_a_new_id_and_a_new_folder(ctx, tmp_path):
         publishing.fork(ctx, src, "user/me/clip@1", to=tmp_path / "b")
 
 
+@pytest.mark.slow
 def test_cli_fork(tmp_path):
     r = subprocess.run([sys.executable, "-m", "studio.cli", "fork", "core/signal/clip@1", "user/me/clip@1",
                         "--to", str(tmp_path / "c")], capture_output=True, text=True, timeout=120)

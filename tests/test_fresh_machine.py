@@ -35,6 +35,7 @@ def test_the_adapter_in_use_is_never_opengl(device):
     assert device.profile.to_json()["trusted_backend"] is True
 
 
+@pytest.mark.slow
 def test_profile_command_records_the_backend():
     res = scellis("profile")
     assert res.returncode == 0, res.stderr
@@ -50,6 +51,7 @@ def _assert_refusal(res):
     assert "apt-get install mesa-vulkan-drivers" in res.stderr and "--allow-opengl" in res.stderr
 
 
+@pytest.mark.slow
 def test_forced_opengl_main_job_refuses_and_draws_nothing(tmp_path):
     out = tmp_path / "demo.png"
     res = scellis("demo", "--n", "20000", "--out", out, env=GL)
@@ -57,6 +59,7 @@ def test_forced_opengl_main_job_refuses_and_draws_nothing(tmp_path):
     assert not out.exists()
 
 
+@pytest.mark.slow
 def test_forced_opengl_story_workflow_refuses_and_draws_nothing(tmp_path):
     out = tmp_path / "story.png"
     res = scellis("workflow", "run", "--prove", "--plot", out, env=GL, cwd=tmp_path)
@@ -64,6 +67,7 @@ def test_forced_opengl_story_workflow_refuses_and_draws_nothing(tmp_path):
     assert not out.exists() and not list(tmp_path.glob("*.record.json"))
 
 
+@pytest.mark.slow
 def test_forced_opengl_run_and_conform_refuse(tmp_path, pkg_copy):
     pkg = pkg_copy()
     np.save(tmp_path / "x.npy", np.arange(16, dtype=np.float32))
@@ -72,6 +76,7 @@ def test_forced_opengl_run_and_conform_refuse(tmp_path, pkg_copy):
     _assert_refusal(scellis("profile", env=GL))
 
 
+@pytest.mark.slow
 def test_opted_in_opengl_main_job_proves_first_and_stops_on_the_wrong_median(tmp_path):
     """Opting in does not mean trusting: the job runs conformance on the GL profile first, and the
     story median's wrong outputs there stop it with the failing case, never a plot. ./test.sh's
@@ -99,6 +104,7 @@ def test_choose_adapter_refuses_opengl_unless_opted_in(monkeypatch):
     assert choose_adapter(wgpu).info["backend_type"] == "OpenGL"
 
 
+@pytest.mark.slow
 def test_main_job_proves_its_ops_then_plots_the_right_median(ctx, tmp_path):
     from studio.engine.services.demo import spike_removal
     proofs = []
@@ -111,6 +117,7 @@ def test_main_job_proves_its_ops_then_plots_the_right_median(ctx, tmp_path):
     assert np.sum(np.abs(x[3:-3] - y) > 2.0) > 50   # and it removed spikes
 
 
+@pytest.mark.slow
 def test_demo_command_prints_its_proofs_and_writes_the_plot(tmp_path):
     out = tmp_path / "demo.png"
     res = scellis("demo", "--n", "20000", "--out", out)
@@ -120,6 +127,7 @@ def test_demo_command_prints_its_proofs_and_writes_the_plot(tmp_path):
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+@pytest.mark.slow
 def test_require_receipt_refuses_a_failing_op_and_proves_a_good_one(tmp_path, pkg_copy):
     np.save(tmp_path / "x.npy", np.array([0, 0, 9, 0, 0, 1, 1, -7, 1, 1], np.float32))
     bad = pkg_copy(BROKEN, "bad")

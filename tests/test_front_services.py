@@ -63,3 +63,24 @@ def test_a_tampered_receipt_file_says_why(tmp_path):
     assert len(why) == 1 and why[0]
     with pytest.raises(StudioError):
         standing.kept_receipt(bad)
+
+
+def test_the_one_argument_module_judges_pairs_and_candidates():
+    from studio.cli import args
+    assert args.params(["w=7", "h=0.5"]) == {"w": 7, "h": 0.5}
+    assert args.step_op("median=user/demo/m@1", "--swap") == ("median", "user/demo/m@1")
+    assert args.candidates(["RUN=256,512"]) == {"RUN": [256, 512]}
+    for bad, flag in ((lambda: args.step_op("median", "--swap"), "--swap"),
+                      (lambda: args.candidates(["RUN=a,b"]), "--only"),
+                      (lambda: args.param_value("w=seven"), "--param")):
+        with pytest.raises(StudioError) as e:
+            bad()
+        assert e.value.field == flag
+
+
+def test_allow_opengl_is_the_users_choice_for_this_process_and_its_workers(monkeypatch, capsys):
+    from studio.engine.device.device import ALLOW_OPENGL_ENV, opengl_allowed
+    monkeypatch.delenv(ALLOW_OPENGL_ENV, raising=False)
+    assert main(["ops", "list", "--json"]) == 0 and not opengl_allowed()
+    assert main(["--allow-opengl", "ops", "list", "--json"]) == 0 and opengl_allowed()
+    capsys.readouterr()

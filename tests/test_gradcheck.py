@@ -141,6 +141,7 @@ def test_a_vjp_routing_off_by_one_fails(ctx, pkg_copy):
     assert rep.max_error >= 0.5 and "analytic" in rep.why and "numeric" in rep.why
 
 
+@pytest.mark.slow
 def test_an_infinite_tolerance_is_inconclusive_never_pass(ctx):
     rep = gradcheck(ctx, load_package(MEDIAN), {"w": 7}, tolerance=math.inf)
     assert (rep.verdict, rep.exit_code) == ("inconclusive", 3)
@@ -149,6 +150,7 @@ def test_an_infinite_tolerance_is_inconclusive_never_pass(ctx):
     assert "sign flip                            passed" in "\n".join(rep.lines())
 
 
+@pytest.mark.slow
 def test_a_declared_infinite_tolerance_is_inconclusive(ctx, pkg_copy):
     pkg = load_package(pkg_copy(op__toml=[("gradient_tolerance = 1e-9", "gradient_tolerance = inf")]))
     rep = gradcheck(ctx, pkg, {"w": 5})
@@ -161,6 +163,7 @@ def test_nothing_left_after_skipping_is_inconclusive(ctx):
     assert len(rep.counted) == 0 and rep.verdict == "inconclusive" and "probes left" in rep.why
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name,forward,vjp,expr,at", [
     ("relu", "np.maximum(x, 0.0)", "np.where(x > 0, dy, 0.0)", "max(x[i], 0.0)", 0.0),
     ("absval", "np.abs(x)", "np.sign(x) * dy", "abs(x[i])", 0.0),
@@ -182,11 +185,13 @@ def test_relu_abs_and_clip_kinks_are_skipped_not_failed(ctx, tmp_path, name, for
     assert rep.verdict in ("pass", "inconclusive") and rep.max_error < 1e-9
 
 
+@pytest.mark.slow
 def test_clip_kinks_at_its_parameters_are_found_by_the_engine(ctx):
     rep = gradcheck(ctx, load_package(BUILTINS / "clip"), {"lo": -0.25, "hi": 0.5})
     assert rep.verdict == "pass" and rep.skipped > 0 and rep.crossing == "order crossing"
 
 
+@pytest.mark.slow
 def test_smooth_curvature_is_not_mistaken_for_a_kink(ctx, tmp_path):
     pkg = make_op(tmp_path / "soft", "soft", "np.tanh(x) + 0.3 * x ** 3", "(1 - np.tanh(x) ** 2 + 0.9 * x ** 2) * dy",
                   expr="tanh(x[i]) + 0.3 * x[i] * x[i] * x[i]")
@@ -205,6 +210,7 @@ def test_the_contract_predicate_helps_and_the_report_says_so(ctx, tmp_path):
     assert "the contract's predicate near_zero() (" in "\n".join(rep.lines())
 
 
+@pytest.mark.slow
 def test_a_route_rule_is_checked_like_a_function(ctx, pkg_copy):
     root = pkg_copy()
     toml = (root / "op.toml").read_text()
@@ -216,12 +222,14 @@ def test_a_route_rule_is_checked_like_a_function(ctx, pkg_copy):
     assert rep.verdict == "pass" and "routed to the index selected()" in rep.vjp
 
 
+@pytest.mark.slow
 def test_composite_backward_is_derived_and_checked(ctx):
     rep = gradcheck(ctx, load_package(EXAMPLES / "windowed_median_composite"), {"w": 7})
     assert rep.verdict == "pass" and rep.vjp.startswith("derived by reverse mode over the composition")
     assert rep.max_error < 1e-11
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["affine", "add", "multiply", "clip", "fir", "diff", "sum", "mean", "mse",
                                   "unfold", "median_rows"])
 def test_every_differentiable_builtin_passes(ctx, name):

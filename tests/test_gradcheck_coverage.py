@@ -50,6 +50,7 @@ def _site(rep, probe):
 
 # ------------------------------------------------------------------ point 2: the parameter space
 
+@pytest.mark.slow
 def test_the_story_gradcheck_covers_every_odd_w_at_several_sizes(story):
     rep, seconds = story
     assert rep.verdict == "pass", "\n".join(rep.lines())
@@ -76,6 +77,7 @@ def test_the_receipt_records_what_was_covered(story, tmp_path):
     assert outside(cov, pkg.contract.signature, {"w": 29}) == []
 
 
+@pytest.mark.slow
 def test_a_vjp_wrong_only_at_w29_fails_the_default_gradcheck(ctx, op):
     """Before: earned at w = 7 only, so this mutant passed and trained at w = 29 with the gradient negated."""
     pkg = op("median_sign_w29")
@@ -98,6 +100,7 @@ def test_the_w29_mutant_is_the_story_op_but_for_the_planted_line():
     assert (MEDIAN / "forward.wgsl").read_text() == (MUTANTS / "median_sign_w29" / "forward.wgsl").read_text()
 
 
+@pytest.mark.slow
 def test_training_outside_the_coverage_checks_its_own_params_first(ctx, device, op, tmp_path):
     """A receipt earned at w = 7 (given) covers w = 7 only: training at w = 29 runs gradcheck at
     w = 29 first, which this mutant fails, so training refuses it before any VJP runs, naming the
@@ -124,6 +127,7 @@ def test_training_outside_the_coverage_checks_its_own_params_first(ctx, device, 
     assert "checked here" not in tape.ladder(y)[0]
 
 
+@pytest.mark.slow
 def test_a_correct_op_outside_the_coverage_is_checked_here_then_trained(ctx, device, pkg_copy, tmp_path):
     pkg = load_package(pkg_copy())
     write_gradcheck_receipt(pkg, gradcheck(ctx, pkg, {"w": 7}), tmp_path)
@@ -141,6 +145,7 @@ def test_a_correct_op_outside_the_coverage_is_checked_here_then_trained(ctx, dev
     assert "; checked here at its own params (w = 5 was not checked (the receipt covers w = 7))" in line
 
 
+@pytest.mark.slow
 def test_a_receipt_without_coverage_covers_its_one_point(ctx, pkg_copy, tmp_path):
     """A receipt written before coverage was recorded names one parameter set; nothing more."""
     pkg = load_package(pkg_copy())
@@ -180,6 +185,7 @@ def test_an_unreadable_receipt_records_no_coverage(pkg_copy, tmp_path):
     assert recorded(pkg, tmp_path) is None
 
 
+@pytest.mark.slow
 def test_float_params_are_checked_across_their_domain(ctx, op):
     """t: f32 in [0, 1e6]: its boundaries, 0, tiny, huge and seeded random values; the mutant whose
     sign flips only for t > 1000 fails (before: only t = 0 was checked, and it passed)."""
@@ -215,6 +221,7 @@ def test_a_large_integer_domain_gets_its_boundaries_and_a_seeded_sample():
     assert vals == gp.param_values(sig, {"w": 7}, {}, np.random.default_rng(0))["w"][0]     # seeded
 
 
+@pytest.mark.slow
 def test_where_finite_differences_cannot_resolve_a_point_it_is_not_covered(ctx):
     """affine at offset = 3.4e38: outputs that large leave no digits for a step of h, so every probe
     there is skipped (not failed) and the value is listed as not covered."""
@@ -239,6 +246,7 @@ def test_the_distance_ladder_runs_from_just_beyond_h_to_the_inputs_scale():
     assert [v for _, v in gp.anchors(sig, {"t": 1e30}, 1e-3)] == [0.0]   # no step of h resolves next to 1e30
 
 
+@pytest.mark.slow
 def test_a_vjp_wrong_on_a_band_next_to_the_kink_fails_on_every_seed(ctx, op):
     """The VJP zeroed on (t, t + 0.05): before, at t = 0.75, it passed at seeds 0, 5 and 8 of 10."""
     pkg = op("soft_threshold_band")
@@ -252,6 +260,7 @@ def test_a_vjp_wrong_on_a_band_next_to_the_kink_fails_on_every_seed(ctx, op):
     assert min(abs(float(p.note.split()[0])) for p in plants) == 1.5e-3
 
 
+@pytest.mark.slow
 def test_the_correct_soft_threshold_and_its_rewrite_pass_on_several_seeds(ctx, op):
     for name in ("soft_threshold", "soft_threshold_rewrite"):
         pkg = op(name)
@@ -263,6 +272,7 @@ def test_the_correct_soft_threshold_and_its_rewrite_pass_on_several_seeds(ctx, o
 
 # ------------------------------------------------------------------ point 7 (b): exact ties
 
+@pytest.mark.slow
 def test_ties_route_to_the_element_the_forward_selected(ctx, op):
     """A running max takes the last maximum; its VJP must route there even at a +0.0/-0.0 tie,
     where no derivative exists and finite differences are skipped. Routing to the first maximum
@@ -286,6 +296,7 @@ def test_the_story_median_routes_its_ties_where_it_selected(story):
     assert not any(t["culprit"] for t in rep.ties)
 
 
+@pytest.mark.slow
 def test_ties_are_checked_only_where_the_convention_says_selected(ctx, op):
     clip = gradcheck(ctx, load_package(BUILTINS / "clip"), {"lo": -0.25, "hi": 0.5})
     assert clip.ties == [] and clip.tie_rule.startswith("the subgradient convention does not say")
@@ -294,6 +305,7 @@ def test_ties_are_checked_only_where_the_convention_says_selected(ctx, op):
     assert soft.ties == [] and soft.tie_rule == ""                      # not a selection
 
 
+@pytest.mark.slow
 def test_a_tie_the_forward_never_selects_is_reported_not_reached(ctx, tmp_path):
     """On nonnegative inputs a max never selects a zero among positive values: the tie check cannot
     fail there, and the report says the convention is unverified."""

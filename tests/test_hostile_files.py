@@ -159,6 +159,7 @@ def test_brackets_in_toml_strings_and_comments_are_not_nesting():
     assert m.data["e"] == [[1], [2]] and m.data["a"] == f'{deep}"{deep}'
 
 
+@pytest.mark.slow
 def test_a_deep_toml_array_does_not_break_the_catalog(tmp_path):
     ops = tmp_path / "ops"
     bad = copy_package(MEDIAN, ops / "deep")
@@ -330,6 +331,7 @@ def test_receipt_values_that_disagree_with_the_package_are_stale(median):
         assert verify_receipt(pkg, _sealed(bad), "here").status == "stale", key
 
 
+@pytest.mark.slow
 def test_hostile_receipts_through_run_and_receipts(median, tmp_path):
     """`scellis run` (which reads the receipts in the CLI process to warn) and `scellis receipts`
     (in the worker) with a FIFO, a sparse 3 GiB file, a 100,000-deep document and `"hashes": null`
@@ -380,6 +382,7 @@ def test_a_2_gib_npy_is_refused_from_its_header(tmp_path):
     assert array_header(big) == ((2**29,), np.dtype(np.float32))           # the header alone: cheap
 
 
+@pytest.mark.slow
 def test_a_2_gib_npy_through_scellis_run_is_refused_before_loading(tmp_path):
     """Just over 2 GiB, so it is over every limit on any device (this one binds 128 MiB)."""
     n = 2**29 + 1024
@@ -406,6 +409,7 @@ def test_a_npy_is_read_into_its_array_once(tmp_path):
 
 
 # ================================================================== point 6: shared memory
+@pytest.mark.slow
 @needs_unshare
 def test_a_dev_shm_too_small_for_the_input_is_a_clear_error_and_leaves_nothing(tmp_path):
     """The issue's case: a 16 MiB /dev/shm and a 32 MiB input. It was a Bus error and a 32 MiB
@@ -434,6 +438,7 @@ print("segments:", segments)
 """
 
 
+@pytest.mark.slow
 @needs_unshare
 @pytest.mark.parametrize("sizes", [[8 << 20, 12 << 20], [2 << 20, 32 << 20]], ids=["no room left", "larger than it all"])
 def test_pack_is_all_or_nothing_on_a_small_dev_shm(sizes):
@@ -476,6 +481,7 @@ print(json.dumps(out))
 TRACKER_NOISE = "multiprocessing/resource_tracker.py"
 
 
+@pytest.mark.slow
 def test_a_segment_the_system_refuses_is_a_clear_error_and_leaves_nothing():
     """Where no small /dev/shm can be mounted, the same clean-up path under a real refusal: the
     process may open no more files, so shm_open (no spare descriptor), mmap (which duplicates the
@@ -577,6 +583,7 @@ INPUTS = {   # file -> what the message says (beside the file's name)
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", INPUTS)
 def test_a_hostile_input_is_a_message_not_a_traceback(tmp_path, name):
     path = _inputs(tmp_path)[name]
@@ -590,6 +597,7 @@ def test_a_hostile_input_is_a_message_not_a_traceback(tmp_path, name):
         assert f"{path}:3:1" in err, err                       # the line and column of 'three'
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("flag, value", [("--timeout", "nan"), ("--timeout", "inf"), ("--timeout", "-1"),
                                          ("--timeout", "0"), ("--timeout", "1e300")])
 def test_a_bad_number_flag_is_a_message(tmp_path, flag, value):
@@ -599,6 +607,7 @@ def test_a_bad_number_flag_is_a_message(tmp_path, flag, value):
     refused_by_cli(res, f"argument {flag}", repr(value))
 
 
+@pytest.mark.slow
 def test_gradcheck_step_and_tolerance_must_be_finite_and_positive():
     for flag in ("--h", "--tolerance"):
         refused_by_cli(scellis("gradcheck", MEDIAN_ID, flag, "nan"), f"argument {flag}")
@@ -615,6 +624,7 @@ def _node(tmp: Path) -> Path:
     return p
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["folder", "symlink", "device", "fifo", "through a file"])
 def test_out_writes_only_regular_files(tmp_path, kind):
     x = tmp_path / "x.npy"
@@ -643,6 +653,7 @@ def test_save_array_refuses_the_same_in_process(tmp_path):
     assert check_writable(tmp_path / "new" / "deeper.npy") == tmp_path / "new" / "deeper.npy"
 
 
+@pytest.mark.slow
 @needs_unshare
 @pytest.mark.parametrize("fs, words", [("ro", "Read-only file system"), ("size=64k", "No space left on device")])
 def test_out_onto_a_read_only_or_full_filesystem_is_a_message(tmp_path, fs, words):

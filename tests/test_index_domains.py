@@ -32,6 +32,11 @@ def test_bounds_that_name_dims_and_params():
     p = parse_signature("pick(x: f32[n], i: u32[k] in [0, s); s: u32 in [1, n + 1)) -> y: f32[k]")
     assert str(p.param("s")) == "s: u32 in [1, n + 1 - 1]"           # a half-open param range too
     assert p.input("i").domain.bounds({"s": 3, "n": 9, "k": 2}) == (0, 2)
+    k = parse_signature("f(x: f32[n]; k: u32 in [0, n)) -> y: f32[n]")
+    assert k.resolve({"x": (4,)}, {"k": 3})["k"] == 3
+    with pytest.raises(StudioError, match="k = 4 violates"):
+        k.resolve({"x": (4,)}, {"k": 4})                              # n itself is excluded
+    assert str(parse_signature("f(x: f32[n]; k: u32 in [0, 8)) -> y: f32[n]").param("k")) == "k: u32 in [0, 7]"
 
 
 def test_constant_half_open_range_on_integers():

@@ -111,6 +111,7 @@ def test_a_bad_in_place_declaration_is_an_error_at_its_token(text, words, col):
     assert words in e.value.message and e.value.file == "op.toml" and e.value.col == col
 
 
+@pytest.mark.slow
 def test_axpy_in_place_earns_a_receipt(ctx, tmp_path):
     pkg = load_package(axpy_package(tmp_path / "axpy"))
     check = check_package(ctx, pkg)
@@ -120,12 +121,14 @@ def test_axpy_in_place_earns_a_receipt(ctx, tmp_path):
     assert earn_conformance_receipt(pkg, rep, full_corpus=True, seal=ctx.seal) is not None
 
 
+@pytest.mark.slow
 def test_a_kernel_that_forgets_the_old_y_fails(ctx, tmp_path):
     root = axpy_package(tmp_path / "axpy", AXPY_WGSL.replace("p.a * x[i] + y[i]", "p.a * x[i]"))
     rep = conform(ctx, load_package(root), stop_after=1)
     assert not rep.ok and rep.failures[0].output == "y_out" and rep.failures[0].kind == "mismatch"
 
 
+@pytest.mark.slow
 def test_a_write_past_the_end_of_an_in_place_buffer_is_caught(ctx, tmp_path):
     root = axpy_package(tmp_path / "axpy", AXPY_WGSL.replace("y[i] = p.a * x[i] + y[i];",
                                                               "y[i] = p.a * x[i] + y[i]; if (i == 0u) { y[p.n] = 1.0; }"))
@@ -149,6 +152,7 @@ def test_run_is_input_to_output_and_leaves_the_input_alone(ctx, tmp_path):
         assert r.unwritten["y_out"].size == 0 and r.canary_hits["y_out"].size == 0
 
 
+@pytest.mark.slow
 def test_gradcheck_sees_the_op_as_a_function_of_its_inputs(ctx, tmp_path):
     """Defined, not refused: the engine never shows the caller the shared buffer (the input is
     copied in, the output read out), so the op is y_out = f(x, y) and its VJP gives dx and dy."""

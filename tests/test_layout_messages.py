@@ -25,7 +25,7 @@ def test_a_missing_pad_is_named_with_its_offset_and_the_fix_checks_clean(ctx, tm
     errs = layout_errors(ctx, pkg)
     assert len(errs) == 1, [e.format() for e in errs]
     e = errs[0]
-    assert ("the kernel's struct Params is 16 bytes but the descriptor's 2 field(s) cover 8: it lacks "
+    assert ("the kernel's struct Params has size 16 bytes but the descriptor's 2 field(s) cover 8: it lacks "
             "_pad0 (u32 at byte 8), _pad1 (u32 at byte 12)") in e.message
     assert "min_binding_size" not in e.format() and "access mode" not in e.hint
     assert e.hint.startswith("add after 'a': _pad0: u32 = 0, _pad1: u32 = 0")
@@ -39,7 +39,7 @@ def test_a_missing_pad_is_named_with_its_offset_and_the_fix_checks_clean(ctx, tm
 def test_a_missing_data_field_and_a_vector_pad(ctx, tmp_path):
     kernel = AXPY_WGSL.replace("    a: f32,\n", "    a: f32,\n    b: f32,\n    _pad: vec4<u32>,\n")
     e = layout_errors(ctx, load_package(axpy_package(tmp_path / "v", kernel)))[0]
-    assert "struct Params is 32 bytes" in e.message and "cover 8" in e.message
+    assert "struct Params has size 32 bytes" in e.message and "cover 8" in e.message
     assert "it lacks b (f32 at byte 8), implicit padding at byte 12, _pad (vec4<u32> at byte 16)" in e.message
     assert "b: f32 = ..., _pad12: u32 = 0, _pad_0: u32 = 0" in e.hint and "set b to its value" in e.hint
     assert "declare _pad: vec4<u32> in the struct as the scalar members" in e.hint
@@ -68,3 +68,10 @@ def test_wgsl_uniform_layout_rules():
     assert name == "Params" and size == 64
     assert [(m.name, m.offset, m.size) for m in members] == [("n", 0, 4), ("a", 4, 4), ("m", 16, 32), ("q", 48, 12)]
     assert uniform_struct(src.replace("vec3<f32>", "mat2x2<f32>"), "p") is None     # not covered: the plain words
+
+
+def test_a_struct_these_rules_do_not_read_still_gets_the_bytes_and_a_fix(ctx, tmp_path):
+    kernel = AXPY_WGSL.replace("    a: f32,\n", "    a: f32,\n    m: mat2x2<f32>,\n")
+    e = layout_errors(ctx, load_package(axpy_package(tmp_path / "m", kernel)))[0]
+    assert "uniform struct has size 24 bytes but the descriptor's 2 field(s) cover 8: bytes 8..23" in e.message
+    assert "_pad8: u32 = 0" in e.hint and "_pad20: u32 = 0" in e.hint

@@ -93,6 +93,7 @@ def runs(system, client):
     return {r: learn(bf16_system(system, r), client=client, steps=STEPS) for r in (1, 2, 4, 3)}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("owners", [1, 2, 4, 3])
 def test_bf16_trains_on_dask_owners_as_its_words_say(system, runs, owners):
     res = runs[owners]
@@ -183,6 +184,7 @@ def final_hash(out: str) -> str:
     return re.search(r"final parameter hash ([0-9a-f]{64})", out).group(1)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("owners", [3, 2, 4])
 def test_scellis_learn_warns_at_3_owners_only(system, capsys, owners):
     assert main(["learn", "least_squares_bf16", "--owners", str(owners), "--steps", "2"]) == 0
@@ -214,6 +216,7 @@ def test_the_learner_panel_shows_the_warning(qtbot):
     assert panel.warning.text() == ""
 
 
+@pytest.mark.slow
 def test_scellis_shard_report_on_the_bf16_learner_is_the_dask_runs_bits(system, runs, capsys):
     """`scellis shard-report FILE --replicas 3` (through the device worker) reports the bf16 node as
     rounded per replica, warns, and names the final parameter hash of the Dask run on 3 owners."""

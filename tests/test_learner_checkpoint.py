@@ -33,6 +33,7 @@ def adam():
     return load_system(ROOT / "learners" / "logistic_adam")
 
 
+@pytest.mark.slow
 def test_a_resumed_run_is_bitwise_the_uninterrupted_one(client, adam, tmp_path):
     whole = learn(adam, client=client, steps=6)
     first = learn(adam, client=client, steps=3, checkpoint=tmp_path)
@@ -48,6 +49,7 @@ def test_a_resumed_run_is_bitwise_the_uninterrupted_one(client, adam, tmp_path):
     assert list((tmp_path).iterdir()) == [tmp_path / ckpt.FILE]  # no temp file left behind
 
 
+@pytest.mark.slow
 def test_resume_keeps_the_checkpoint_s_owners_or_takes_new_ones_under_the_canonical_tree(client, adam, tmp_path):
     whole = learn(adam, client=client, steps=4)
     learn(adam.with_shares([60, 60]), client=client, steps=2, checkpoint=tmp_path)

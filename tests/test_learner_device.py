@@ -17,7 +17,7 @@ from studio.engine.learner import combine, device_tree, owner_device
 from studio.engine.learner.combine import Block
 from studio.engine.learner.evaluate import evaluate
 from studio.engine.learner.owner_device import OwnerPath
-from studio.engine.learner.program import check_program, parse_program
+from studio.engine.learner.program import check_program
 from studio.engine.learner.staged import compile_staged, run_staged
 from studio.engine.learner.system import load_system
 from studio.engine.resources import ROOT
@@ -92,7 +92,7 @@ def test_a_reduction_past_the_loop_cap_is_refused_and_a_changed_kernel_is_caught
     assert (bits(bad) != bits(good)).any()
 
 
-def test_the_device_tree_is_the_cpu_tree_and_the_independent_tree(device):
+def test_the_device_tree_is_the_cpu_tree_and_the_independent_tree(device, monkeypatch):
     rng = np.random.default_rng(7)
     for n, k in ((1, 4), (2, 3), (5, 3), (7, 2), (96, 3), (100, 257)):
         c = (rng.standard_normal((n, k)) * 10.0 ** rng.integers(-20, 20, (n, k))).astype(np.float32)
@@ -101,6 +101,12 @@ def test_the_device_tree_is_the_cpu_tree_and_the_independent_tree(device):
         got = device_tree.block_sums(c, blocks, device=device, guard=True)
         assert all((bits(g) == bits(w)).all() for g, w in zip(got, combine.block_sums(c, blocks)))
         assert (bits(got[0]) == bits(independent_tree(c, 0, n))).all()
+    c = rng.standard_normal((9, 50)).astype(np.float32)              # in column chunks: the same bits
+    blocks = [Block(0, 0, 9), Block(0, 2, 5)]
+    whole = device_tree.block_sums(c, blocks, device=device)
+    monkeypatch.setattr(device_tree, "CHUNK_WORDS", 9 * 7)
+    assert all((bits(a) == bits(b)).all() for a, b in zip(whole, device_tree.block_sums(c, blocks, device=device)))
+    assert all((bits(a) == bits(b)).all() for a, b in zip(whole, combine.block_sums(c, blocks)))
     levels, roots = device_tree.schedule([Block(0, 0, 7)])
     assert [len(x) for x in levels] == [3, 2, 1] and roots == [(3, 0)]      # (4 pairwise) + ((2) + 1)
 
@@ -127,9 +133,32 @@ def test_the_owner_path_is_chosen_and_auto_falls_back(monkeypatch):
         OwnerPath("gpu", system.contribution, 3, 4)
 
 
+class PlainRule:
+    """A contribution that is a rule object, not a program (as a workflow's gradient is)."""
+    hash = "plain"
+
+    def contributions(self, params, samples):
+        return np.asarray(samples[:, :params.size] - params, np.float32)
+
+
+def test_a_process_opens_its_device_once_for_all_its_owners(monkeypatch):
+    monkeypatch.setattr(owner_device, "DEVICE_CONTEXT", {})              # a fresh process's cache
+    system = load_system(ROOT / "learners" / "online_mean")
+    a, b = (OwnerPath("gpu", system.contribution, system.k, system.s) for _ in range(2))
+    assert a.device is b.device is owner_device.DEVICE_CONTEXT["device"]
+
+
+def test_a_rule_that_is_not_a_program_stays_on_the_cpu(device, monkeypatch):
+    monkeypatch.setattr(owner_device, "DEVICE_CONTEXT", {"device": device})
+    assert OwnerPath("auto", PlainRule(), 2, 2).describe.startswith("cpu (numpy) (auto: the device path runs "
+                                                                     "contribution programs")
+    with pytest.raises(StudioError, match="the device path runs contribution programs"):
+        OwnerPath("gpu", PlainRule(), 2, 2)
+
+
 def test_an_owner_path_on_the_device_gives_the_cpu_block_sums(device, monkeypatch):
     monkeypatch.setattr(owner_device, "DEVICE_CONTEXT", {"device": device})
-    for name in EXAMPLES:
+    for name in EXAMPLES + ("least_squares_bf16",):
         system = load_system(ROOT / "learners" / name)
         path = OwnerPath("gpu", system.contribution, system.k, system.s)
         assert path.describe.startswith("device (llvmpipe")
@@ -138,8 +167,8 @@ def test_an_owner_path_on_the_device_gives_the_cpu_block_sums(device, monkeypatc
             if not bl:
                 continue
             shard = system.samples[combine.owner_order(system, o)]
-            want = combine.block_sums(system.contribution.contributions(system.params, shard), bl)
-            got = path.block_sums(system.contribution, system.params, shard, bl, "f32")
+            want = combine.block_sums(system.contribution.contributions(system.params, shard), bl, system.precision)
+            got = path.block_sums(system.contribution, system.params, shard, bl, system.precision)
             assert all((bits(g) == bits(w)).all() for g, w in zip(got, want)), name
 
 

@@ -16,6 +16,8 @@ from studio.engine.learner.run import learn, reshard
 from studio.engine.learner.system import load_system
 from studio.engine.resources import ROOT
 
+pytestmark = pytest.mark.slow           # Dask clusters, whole runs: the fast lane skips this file
+
 
 @pytest.fixture(scope="module")
 def client():

@@ -15,6 +15,8 @@ from studio.engine.learner.run import learn
 from studio.engine.learner.system import load_system
 from studio.engine.resources import ROOT
 
+pytestmark = pytest.mark.slow           # Dask clusters, whole runs: the fast lane skips this file
+
 EXAMPLES = ("least_squares_momentum", "logistic_adam", "online_mean", "kmeans_pull", "perceptron")
 STEPS = 3
 

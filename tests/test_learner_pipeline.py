@@ -47,6 +47,7 @@ def system(setup, module_ctx, **kw):
                            allow_unverified=True, ctx=module_ctx, steps=STEPS, **kw)
 
 
+@pytest.mark.slow
 def test_the_median_pipeline_trains_data_parallel_to_the_same_bits(setup, module_ctx):
     one = system(setup, module_ctx)
     assert (one.k, one.s, one.m) == (7, 1, 0)                # gain, offset, 5 taps; a sample is a seed
@@ -98,6 +99,7 @@ shares = [3, 1]
     return p
 
 
+@pytest.mark.slow
 def test_the_pipeline_learner_as_a_file_on_the_command_line(setup, module_ctx, tmp_path, monkeypatch, capsys):
     import re
 

@@ -38,6 +38,7 @@ def program(rng: random.Random, inexact: bool) -> str:
     return "\n".join(lines)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", range(24))
 def test_random_programs_agree(device, seed):
     rng = random.Random(seed)

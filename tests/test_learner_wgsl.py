@@ -97,6 +97,7 @@ def test_a_write_past_the_output_is_caught_by_the_canaries(device):
     assert not rep.ok and rep.kind == "out_of_range_write"
 
 
+@pytest.mark.slow
 def test_long_reductions_fit_lavapipes_loop_count_at_k_70000(device):
     """lavapipe stops an invocation after 65,535 loop iterations, all loops together: the
     least-squares contribution at k = 70,000 (a 70,000-term sum, then 70,000 writes) agrees only

@@ -53,6 +53,7 @@ params = {{ scale = {PARAMS["scale"]}, offset = {PARAMS["offset"]} }}
     return res.arrays["signal.y"], res.arrays["scaled.y"]
 
 
+@pytest.mark.slow
 def test_a_folded_launch_gives_the_same_bits_as_a_single_op_and_resident_in_a_workflow(ctx, pkg_copy, device, tmp_path):
     op = pkg_copy(BUILTINS / "affine", "affine1", **ONE)
     pkg = load_package(op)
@@ -62,6 +63,7 @@ def test_a_folded_launch_gives_the_same_bits_as_a_single_op_and_resident_in_a_wo
     assert np.array_equal(bits(resident), bits(np.float32(PARAMS["scale"]) * x + np.float32(PARAMS["offset"])))
 
 
+@pytest.mark.slow
 def test_a_kernel_that_ignores_the_fold_is_wrong_the_same_way_on_both_paths(ctx, pkg_copy, device, tmp_path):
     """The control: both paths launched 35,000 x 2 workgroups, so a kernel indexing by gid.x alone
     leaves the same tail unwritten (zero) in both; a path that did not fold could not launch at all."""
@@ -74,7 +76,8 @@ def test_a_kernel_that_ignores_the_fold_is_wrong_the_same_way_on_both_paths(ctx,
 
 def test_both_paths_refuse_the_same_launch_and_the_same_buffer(ctx, pkg_copy, device, monkeypatch):
     """The launch limit and the buffer cap are one rule each: on a device whose profile says less
-    (the real device, its limits lowered), a single run and a resident step refuse alike."""
+    (the real device, its limits lowered), a single run and a resident step refuse alike, and fold
+    alike within them (the fast lane's test of the resident path)."""
     pkg = load_package(pkg_copy(BUILTINS / "affine", "affine1", **ONE))
     x = np.arange(300, dtype=np.float32)
     exe = Resident(device)
@@ -107,7 +110,10 @@ ALLOWED = {"device/execution.py", "device/buffers.py", "device/layout.py", "devi
 def executor_calls(path: Path) -> set[str]:
     """The binding and launch calls a module makes, and whether it imports wgpu."""
     found = set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    text = path.read_text()
+    if not any(w in text for w in (*BINDING_CALLS, "wgpu", "BufferUsage", "layout")):
+        return found
+    for node in ast.walk(ast.parse(text, str(path))):
         if isinstance(node, ast.Attribute) and node.attr in BINDING_CALLS:
             found.add(node.attr)
         if isinstance(node, ast.Attribute) and node.attr in ("wgpu", "BufferUsage"):

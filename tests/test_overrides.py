@@ -106,6 +106,7 @@ def test_device_refuses_an_unknown_constant(device):
         device.pipeline(src, "main", groups, file="k.wgsl", constants={"NOPE": 3})
 
 
+@pytest.mark.slow
 def test_conformance_compiles_and_passes_every_window(ctx):
     rep = conform(ctx, load_package(FAST))
     assert rep.ok, rep.first_failure_lines()
@@ -114,6 +115,7 @@ def test_conformance_compiles_and_passes_every_window(ctx):
     assert rep.to_json()["overrides"] == {"W": ODD_W, "RUN": [512]}    # RUN: the declared default of its tunable
 
 
+@pytest.mark.slow
 def test_kernel_right_at_one_window_only_fails_conformance_at_the_others(ctx, pkg_copy):
     # picks the middle of a 7-window whatever W is: right at w = 7, wrong elsewhere
     pkg = load_package(pkg_copy(FAST, forward__wgsl=[("y[i0] = s[W / 2u];", "y[i0] = s[3u];"),

@@ -67,6 +67,7 @@ def test_the_port_keeps_the_originals_arithmetic(name):
         assert ported == original
 
 
+@pytest.mark.slow
 def test_the_reduction_as_found_fails_conformance_where_n_is_not_a_multiple_of_256(ctx, tmp_path, device):
     """The cautionary tale: run as found, the tail workgroup's barrier is not reached by all."""
     root = copy_package(PORTING / "u32_sum", tmp_path / "u32_sum")

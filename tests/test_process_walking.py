@@ -65,6 +65,7 @@ def test_a_workers_threads_and_children_get_the_background_priority():
     assert background_priority(p.pid) == 0 and background_priority(None) == 0     # gone: nothing to walk
 
 
+@pytest.mark.slow                     # a fresh Python that imports the worker
 def test_a_worker_child_kills_its_own_children_and_only_them():
     code = textwrap.dedent("""
         import subprocess, threading
@@ -90,6 +91,7 @@ def test_an_autosaves_owner_is_alive_only_with_its_own_start_time():
     assert _start_time(dead.pid) is None and not _alive(dead.pid, None)
 
 
+@pytest.mark.slow
 def test_a_hosts_cpu_clock_counts_what_it_spun():
     code = ("import time\nt = time.process_time()\nwhile time.process_time() - t < 0.3: pass\n"
             "print(time.process_time(), flush=True)\ntime.sleep(120)\n")
@@ -142,7 +144,10 @@ ALLOWED = {("engine/trust/store.py", "flock_holders"), ("engine/trust/kernel.py"
 def proc_reads(path: Path, rel: str) -> set[tuple[str, str]]:
     """(module, enclosing function) of every string that names a path under /proc."""
     found = set()
-    tree = ast.parse(path.read_text(), str(path))
+    text = path.read_text()
+    if "/proc" not in text:
+        return found
+    tree = ast.parse(text, str(path))
     for fn in [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)] + [tree]:
         for node in ast.walk(fn):
             parts = [node.value] if isinstance(node, ast.Constant) and isinstance(node.value, str) else []

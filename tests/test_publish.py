@@ -95,6 +95,7 @@ def test_a_public_publish_with_missing_fields_names_each_field(ctx, pkg_copy):
     assert 'visibility = "private"' in (root / "op.toml").read_text()
 
 
+@pytest.mark.slow
 def test_public_publish_reproves_the_new_content_and_rolls_back_on_failure(ctx, pkg_copy):
     root = pkg_copy(op__toml=[DOC])
     (root / "op.toml").write_text((root / "op.toml").read_text() + EXAMPLE)
@@ -111,6 +112,7 @@ def test_public_publish_reproves_the_new_content_and_rolls_back_on_failure(ctx, 
     assert publishing.public_bar(ctx, new, profile_id=profile) == []
 
 
+@pytest.mark.slow
 def test_a_failing_reproof_puts_the_old_op_toml_back(ctx, pkg_copy, monkeypatch):
     root = pkg_copy()
     pkg = load_package(root)
@@ -132,6 +134,7 @@ def test_every_builtin_carries_the_public_bar_fields(name, licenses):
     assert [str(s) for s in bar.metadata_shortfalls(pkg, licenses)] == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", NAMES)
 def test_every_builtin_clears_the_whole_public_bar_once_proven_here(ctx, tmp_path, name, licenses):
     """On a copy (receipts are earned here, never written into the product's folder)."""
@@ -166,6 +169,7 @@ def test_a_bad_example_is_a_shortfall_with_its_field(pkg_copy, licenses):
     assert [s.field for s in found] == ["examples[0].params"] and "odd" in found[0].why
 
 
+@pytest.mark.slow
 def test_cli_publish_refusal_lists_the_fields(pkg_copy):
     root = pkg_copy()
     r = subprocess.run([sys.executable, "-m", "studio.cli", "publish", str(root), "--visibility", "public"],

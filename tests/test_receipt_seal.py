@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 
 from studio.engine.contract.package import load_package
 from studio.engine.proof import receipts
@@ -52,6 +53,7 @@ def test_a_sealed_receipt_is_valid_and_any_edit_is_forged(ctx, pkg_copy):
     assert receipts.verify_receipt(pkg, edited, here, ctx.seal).status in ("forged", "malformed")
 
 
+@pytest.mark.slow
 def test_a_receipt_copied_onto_a_broken_kernel_with_recomputed_hashes_never_counts(ctx, pkg_copy):
     good, path = earned(ctx, pkg_copy(name="good"))
     bad_root = pkg_copy(name="bad", forward__wgsl=[("y[i] = win[p.w / 2u];", "y[i] = win[0u];")])
@@ -68,6 +70,7 @@ def test_a_receipt_copied_onto_a_broken_kernel_with_recomputed_hashes_never_coun
     assert "no valid conformance receipt" in res.stderr and "forged" in res.stderr, res.stderr
 
 
+@pytest.mark.slow
 def test_a_receipt_from_another_user_folder_is_foreign(ctx, pkg_copy, tmp_path):
     pkg, path = earned(ctx, pkg_copy())
     theirs = ReceiptSeal(tmp_path / "elsewhere")
@@ -77,6 +80,7 @@ def test_a_receipt_from_another_user_folder_is_foreign(ctx, pkg_copy, tmp_path):
     assert receipts.verify_receipt(pkg, r, ctx.device.profile.id, theirs).status == "valid"
 
 
+@pytest.mark.slow
 def test_fields_are_judged_even_under_a_good_seal(ctx, pkg_copy):
     """A receipt sealed here but naming another op, tolerance or corpus is stale, not valid."""
     pkg, path = earned(ctx, pkg_copy())
@@ -91,6 +95,7 @@ def test_fields_are_judged_even_under_a_good_seal(ctx, pkg_copy):
     assert v.status == "stale" and "backward conformance" in v.problems[0]
 
 
+@pytest.mark.slow
 def test_a_hand_written_gradcheck_receipt_does_not_count(ctx, pkg_copy):
     pkg = load_package(pkg_copy())
     path = receipts.gradcheck_receipt_path(pkg)

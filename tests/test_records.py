@@ -38,6 +38,7 @@ def scellis(*args, home, cwd=None, timeout=600):
 
 
 # ------------------------------------------------------------------ finding 1: receipts per user folder
+@pytest.mark.slow
 def test_two_user_folders_proving_the_same_builtin_both_read_valid(device, hosts, tmp_path):
     pkg = load_package(CLIP)
     homes = [tmp_path / "a", tmp_path / "b"]
@@ -77,6 +78,7 @@ def _read_only(cmd: list[str]) -> list[str]:
     return ["unshare", *userns, "--mount", "sh", "-c", inner, "sh", *cmd]
 
 
+@pytest.mark.slow
 def test_a_read_only_install_proves_a_builtin_and_runs_the_main_job(tmp_path):
     if shutil.which("unshare") is None:
         pytest.fail("unshare (util-linux) is needed to mount the resources read-only")
@@ -203,6 +205,7 @@ def record(ctx, tmp_path):
     return Path(out["record_path"])
 
 
+@pytest.mark.slow
 def test_a_provenance_record_with_any_edited_field_is_refused_naming_it(ctx, record):
     assert wf_service.verify(ctx, record)["ok"]
     good = json.loads(record.read_text())
@@ -223,6 +226,7 @@ def test_a_provenance_record_with_any_edited_field_is_refused_naming_it(ctx, rec
     assert wf_service.verify(ctx, record)["ok"]
 
 
+@pytest.mark.slow
 def test_a_record_from_another_user_folder_is_re_derived_and_says_what_it_could_not_check(ctx, record, tmp_path):
     theirs = Seal(tmp_path / "theirs")
     doc = json.loads(record.read_text())
@@ -237,6 +241,7 @@ def test_a_record_from_another_user_folder_is_re_derived_and_says_what_it_could_
     assert not rep["ok"] and any(s["name"] == "median" and not s["ok"] for s in rep["steps"])
 
 
+@pytest.mark.slow
 def test_workflow_verify_on_the_command_line_refuses_an_edited_record(ctx, record):
     doc = json.loads(record.read_text())
     doc["run"]["allow_unverified"] = True

@@ -47,6 +47,7 @@ def _story_on(a, tmp_path):
     return load_package(root)
 
 
+@pytest.mark.slow
 def test_two_machines_exchange_the_story_op_through_a_bare_git_remote(machines, tmp_path):
     a, b, remote = machines
     pkg = _story_on(a, tmp_path)
@@ -115,6 +116,7 @@ def _dir_ring_with(a, tmp_path, edit_index):
     return ring
 
 
+@pytest.mark.slow
 def test_a_mismatching_index_entry_is_refused_with_what_differs(machines, tmp_path):
     a = machines[0]
 
@@ -128,6 +130,7 @@ def test_a_mismatching_index_entry_is_refused_with_what_differs(machines, tmp_pa
     assert not (tmp_path / "got").exists()
 
 
+@pytest.mark.slow
 def test_a_hash_collision_between_ids_is_refused(machines, tmp_path):
     a = machines[0]
 
@@ -147,6 +150,7 @@ def test_a_private_op_never_enters_a_ring(machines, tmp_path):
         publishing.publish_to_ring(a, pkg, "team")
 
 
+@pytest.mark.slow
 def test_an_untrusted_ring_reference_never_executes(machines, tmp_path):
     """A reference that announces itself when it runs: fetched, it does not run (untrusted); the same
     content trusted does run, so the silence before was the trust check, not a reference that cannot run."""
@@ -168,6 +172,7 @@ def test_an_untrusted_ring_reference_never_executes(machines, tmp_path):
     assert "LOUD-REFERENCE-RAN" in e.value.format()
 
 
+@pytest.mark.slow
 def test_cli_ring_round_trip_between_two_user_folders(tmp_path):
     """`scellis ring add|list|fetch` and `publish --ring` as a user types them, two SCELLIS_HOMEs."""
     import sys
@@ -195,6 +200,7 @@ def test_cli_ring_round_trip_between_two_user_folders(tmp_path):
     assert "untrusted" in r.stdout and "every file matches the index" in r.stdout
 
 
+@pytest.mark.slow
 def test_an_extra_file_or_a_recomputed_index_is_still_refused(machines, tmp_path):
     """A file slipped in beside the package, or an index whose file digest was recomputed to match a
     changed file: the first is not in the index, the second no longer hashes to the entry's content hash."""
@@ -217,6 +223,7 @@ def test_an_extra_file_or_a_recomputed_index_is_still_refused(machines, tmp_path
     assert not (tmp_path / "got").exists()
 
 
+@pytest.mark.slow
 def test_the_corpus_identity_travels_and_must_regenerate(machines, tmp_path):
     a = machines[0]
 
@@ -229,6 +236,7 @@ def test_the_corpus_identity_travels_and_must_regenerate(machines, tmp_path):
         publishing.ring_fetch(a, "user/demo/windowed_median@1", ring="local", to=tmp_path / "got")
 
 
+@pytest.mark.slow
 def test_ring_list_filters_by_query_and_fetch_by_hash(machines, tmp_path):
     a = machines[0]
     _dir_ring_with(a, tmp_path, lambda packages: None)

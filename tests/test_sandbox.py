@@ -75,6 +75,7 @@ def test_an_untrusted_reference_never_runs(pctx, tmp_path, device, pool):
         pctx.references.forward(pkg, {"x": np.zeros(9, np.float32)}, {"w": 3})
 
 
+@pytest.mark.slow
 def test_scellis_trust_records_the_hash_and_then_it_runs(ctx, tmp_path, device, capsys):
     root = foreign_copy(tmp_path)
     assert cli(["trust", str(root)]) == 0
@@ -90,6 +91,7 @@ def test_scellis_trust_records_the_hash_and_then_it_runs(ctx, tmp_path, device, 
     assert ctx.trust.status(load_package(root)).level == "untrusted"
 
 
+@pytest.mark.slow
 def test_a_trusted_package_that_changes_is_untrusted_again(ctx, tmp_path, device):
     root = foreign_copy(tmp_path)
     ctx.trust.trust(load_package(root))
@@ -253,6 +255,7 @@ def test_no_subprocesses():
         h.close()
 
 
+@pytest.mark.slow
 def test_cpu_time_is_limited():
     h = host(cpu_s=1)
     t0 = time.monotonic()
@@ -263,6 +266,7 @@ def test_cpu_time_is_limited():
     h.close()
 
 
+@pytest.mark.slow
 def test_wall_time_is_limited():
     h = host(wall_s=1.0)
     t0 = time.monotonic()
@@ -273,6 +277,7 @@ def test_wall_time_is_limited():
     h.close()
 
 
+@pytest.mark.slow
 def test_memory_is_limited():
     h = host(memory_bytes=1 << 30)
     try:
@@ -295,6 +300,7 @@ def test_hostile_replies_cannot_reach_the_engine():
     h.close()
 
 
+@pytest.mark.slow
 def test_the_host_dies_with_the_process_that_started_it(tmp_path):
     code = ("import sys, os; sys.path.insert(0, %r)\n"
             "from studio.engine.trust.pool import Host\n"
@@ -329,6 +335,7 @@ def test_reference_errors_keep_their_line(ctx, tmp_path, device):
     assert syn.value.line == 1
 
 
+@pytest.mark.slow
 def test_story_op_conformance_stays_fast(pctx, device, pool):
     pkg = load_package(MEDIAN)
     pool.shutdown()                            # a cold start: no host, no spare

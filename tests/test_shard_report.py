@@ -58,6 +58,7 @@ def nodes(rep):
     return {n.name: n for n in rep.nodes}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("replicas", [2, 3, 4])
 def test_the_six_kinds_classified_and_measured(module_ctx, proven, replicas):
     rep = shard_report(module_ctx, proven / "bf16_conv.toml", replicas)
@@ -142,6 +143,7 @@ def test_the_cli_prints_the_report_and_its_json(module_ctx, proven, monkeypatch,
     assert "does not split" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_prove_earns_the_missing_receipt_first(module_ctx, proven, tmp_path, monkeypatch, capsys):
     """Without --prove an op with no receipt here stops the report; with it, conformance runs
     first (and its line is printed), then the report."""

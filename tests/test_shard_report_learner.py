@@ -22,6 +22,7 @@ def system():
     return load_system(LEARNER)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("replicas", [1, 2, 4, 3])
 def test_bf16_weight_gradients_on_replicas(system, replicas):
     run = learner_run(system, replicas, STEPS)

@@ -72,6 +72,7 @@ def test_run_refuses_a_bad_index_before_dispatch(ctx, device, name, bad, words):
     assert words in e.value.message and e.value.field == name
 
 
+@pytest.mark.slow
 def test_the_cli_refuses_a_bad_index_in_one_line(tmp_path):
     _, inputs = random_csr(np.random.default_rng(5), rows=20, cols=9, density=0.3)
     inputs["col"][2] = 9
@@ -133,3 +134,33 @@ def test_tuning_times_spmv_on_valid_indices():
     pkg = load_package(SPMV)
     for case in timing_cases(pkg, {}, [1, 1000, 70_000]):
         check_values(pkg.contract.signature, case.inputs, case.params)
+
+
+@pytest.mark.slow
+def test_the_worker_run_the_studio_calls_refuses_a_bad_index():
+    """The Studio's Run cell and `scellis run` submit the worker's "run": the same check, across the process."""
+    from studio.engine.worker.client import WorkerClient
+    _, inputs = random_csr(np.random.default_rng(6), rows=40, cols=11, density=0.2)
+    client = WorkerClient(budget_s=60.0)
+    try:
+        y = client.call("run", target="core/sparse/spmv@1", inputs=inputs, params={})["y"]
+        assert y.shape == (40,)
+        inputs["col"][-1] = 11
+        with pytest.raises(StudioError) as e:
+            client.call("run", target="core/sparse/spmv@1", inputs=inputs, params={})
+        assert e.value.field == "col" and f"col[{inputs['col'].size - 1}] = 11 is outside" in e.value.message
+    finally:
+        client.close()
+
+
+def test_the_contraction_check_scales_values_not_indices(ctx, tmp_path):
+    """Linearity is checked in val and x; row_ptr and col place terms and are not scaled (scaling
+    them would read out of range). A reference not linear in val still breaks its category."""
+    from studio.engine.proof.category import verify_category
+    from studio.engine.proof.corpus import generate
+    pkg = load_package(SPMV)
+    cases = generate(pkg.contract.signature).cases[:12]
+    assert verify_category(ctx.references, pkg, cases) == []
+    bad = load_package(copy_package(SPMV, tmp_path / "sq", {"reference.py": [("val * x[col]", "val * val * x[col]")]}))
+    (e,) = verify_category(ctx.references, bad, cases)
+    assert "not linear in input 'val'" in e.message

@@ -196,6 +196,7 @@ def test_the_demo_plot_keeps_its_title_and_its_x_label_clear(qtbot, tmp_path):
 
 
 # ------------------------------------------------------------------ 8. ids, catalogs, rings
+@pytest.mark.slow
 def test_a_fork_cannot_take_the_core_namespace(ctx, tmp_path):
     from studio.engine.services import publishing
     src = load_package(BUILTINS / "clip")

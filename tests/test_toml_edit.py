@@ -181,3 +181,20 @@ def test_only_statements_are_read():
     assert position(text, "kernel.after") == (19, 9)
     assert position(text, "fake") == (None, None)
     assert position(text, "nothing.here") == (None, None)
+
+
+def test_an_array_element_is_found_by_its_index():
+    text = '[kernel]\nworkgroup_size = [8, 8]\ninvocations = ["n",  # x\n   "n"]   # the same text twice\n'
+    assert position(text, ("kernel", "invocations", 0), content=True) == (3, 17)
+    assert position(text, ("kernel", "invocations", 1), content=True) == (4, 5)   # the second "n", not the first
+    assert position(text, ("kernel", "workgroup_size", 1)) == (2, 22)
+    assert position(text, ("kernel", "invocations", 2)) == (3, 15)                 # no such element: the array
+
+
+def test_a_per_axis_expression_error_is_at_its_own_element():
+    from studio.engine.contract.manifest import read_manifest
+    from studio.engine.contract.workgroups import kernel_geometry
+    text = '[kernel]\nworkgroup_size = [8, 8]\ninvocations = ["n + 1", "n + 1 +"]\n'
+    with pytest.raises(StudioError) as e:
+        kernel_geometry(read_manifest(text.encode(), "op.toml"))
+    assert (e.value.line, e.value.col) == (3, 26 + len("n + 1 +"))     # just past the second element's text

@@ -83,6 +83,7 @@ def test_the_loss_falls_tenfold_through_the_median_on_the_device(module_ctx, led
     assert still.fall < 1.01
 
 
+@pytest.mark.slow
 def test_the_device_gradients_are_the_reference_path_s(module_ctx, ledger, tmp_path):
     """At the trained sizes the device VJPs give the gradients the reference path gives (the check
     that found lavapipe's 65,535-iteration loop cap in fir's device VJP at 10^6 samples)."""
@@ -98,6 +99,7 @@ def test_the_device_gradients_are_the_reference_path_s(module_ctx, ledger, tmp_p
         np.testing.assert_allclose(g_d[k], g_r[k], rtol=1e-4, atol=1e-7, err_msg=k)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("optimizer, lr", [("sgd", 0.2), ("momentum", 0.05)])
 def test_sgd_and_momentum_lower_the_loss_too(module_ctx, ledger, tmp_path, optimizer, lr):
     _, wf = small(tmp_path, steps=25, optimizer=optimizer, lr=lr)
@@ -155,6 +157,7 @@ def test_a_declared_vjp_without_a_passing_gradcheck_is_refused_with_the_command(
     assert "scellis gradcheck" in e.value.hint and "no passing gradcheck" in e.value.message
 
 
+@pytest.mark.slow
 def test_the_composite_rung_gives_the_same_gradients_at_w_times_the_memory(module_ctx, ledger, tmp_path):
     _, wf = small(tmp_path, n=1024)
     c = compare_rungs(module_ctx, wf, "median", COMPOSITE, receipts=ledger, allow_unverified=True)
@@ -171,6 +174,7 @@ def test_the_composite_rung_gives_the_same_gradients_at_w_times_the_memory(modul
     assert res.places["median"] == "device" and res.losses[1] < res.losses[0]
 
 
+@pytest.mark.slow
 def test_a_checkpoint_resumes_exactly_and_a_tampered_one_is_refused(module_ctx, ledger, tmp_path):
     p, _ = small(tmp_path, n=1024)
     kw = dict(receipts=ledger, allow_unverified=True, out_dir=tmp_path)

@@ -32,6 +32,7 @@ BACKWARD_MUTANTS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(BACKWARD_MUTANTS))
 def test_backward_conformance_rejects_a_wrong_device_vjp(ctx, pkg_copy, name):
     root = pkg_copy(backward__wgsl=BACKWARD_MUTANTS[name])
@@ -41,12 +42,14 @@ def test_backward_conformance_rejects_a_wrong_device_vjp(ctx, pkg_copy, name):
     assert "first backward failure" in text and "dx" in text
 
 
+@pytest.mark.slow
 def test_an_equivalent_backward_rewrite_passes(ctx, pkg_copy):
     root = pkg_copy(backward__wgsl=[(LO, "let lo = select(0u, (j + 1u) - p.w, p.w <= j + 1u);")])
     rep, text = verdict(ctx, root)
     assert rep.ok and rep.backward.ok and rep.backward.tolerance == "exact", text
 
 
+@pytest.mark.slow
 def test_the_backward_result_is_in_the_report_and_a_device_vjp_must_declare_its_class(ctx, pkg_copy):
     rep = conform(ctx, load_package(MEDIAN))
     assert rep.to_json()["backward"]["verdict"] == "pass" and rep.to_json()["backward"]["cases"] == rep.total
@@ -56,6 +59,7 @@ def test_the_backward_result_is_in_the_report_and_a_device_vjp_must_declare_its_
 
 
 # ------------------------------------------------------------------ 4. the corpus covers the engine's own geometry
+@pytest.mark.slow
 def test_a_kernel_that_ignores_the_2d_fold_fails(ctx, pkg_copy):
     root = pkg_copy(forward__wgsl=[("let i = gid.x + gid.y * nwg.x * 64u;", "let i = gid.x;")])
     rep, text = verdict(ctx, root)
@@ -63,6 +67,7 @@ def test_a_kernel_that_ignores_the_2d_fold_fails(ctx, pkg_copy):
     assert any(f.case.shape_kind == "fold" and f.kind == "unwritten" for f in rep.failures), text
 
 
+@pytest.mark.slow
 def test_values_reach_the_float_maximum_where_finite_allows(ctx, pkg_copy):
     corpus = generate(load_package(MEDIAN).contract.signature)
     top = max(float(np.max(np.abs(c.inputs["x"]))) for c in corpus.cases)
@@ -82,6 +87,7 @@ def test_float_parameters_cover_their_domain():
     assert -2.0 in bounded and 5.0 in bounded and all(-2.0 <= v <= 5.0 for v in bounded)
 
 
+@pytest.mark.slow
 def test_a_kernel_wrong_only_for_a_mid_range_float_parameter_fails(ctx, pkg_copy):
     root = pkg_copy(BUILTINS / "clip", "clip", forward__wgsl=[
         ("    y[i] = v;", "    if (p.hi > 1.0 && p.hi < 2000.0) { v = v + 1.0; }\n    y[i] = v;")])
@@ -89,6 +95,7 @@ def test_a_kernel_wrong_only_for_a_mid_range_float_parameter_fails(ctx, pkg_copy
     assert not rep.ok and all(1 < f.case.params["hi"] < 2000 for f in rep.failures), text
 
 
+@pytest.mark.slow
 def test_every_small_domain_value_meets_every_value_kind(ctx, pkg_copy):
     corpus = generate(load_package(MEDIAN).contract.signature)
     met = {(c.params["w"], c.value_kind) for c in corpus.cases}
@@ -135,6 +142,7 @@ def test_an_unknown_symbol_in_invocations_has_a_position(pkg_copy):
 
 
 
+@pytest.mark.slow
 def test_training_refuses_a_device_vjp_that_fails_backward_conformance(ctx, pkg_copy):
     """The reference VJP is right, so gradcheck passes; the device kernel is wrong. Before, the
     ladder said "gradcheck passed, runs on the device" and trained on wrong gradients."""
@@ -169,6 +177,7 @@ def test_a_reference_returning_the_wrong_shape_is_told_where_and_what(ctx, pkg_c
     assert "shape (6,)" in e.message and "(7,)" in e.hint
 
 
+@pytest.mark.slow
 def test_a_sum_the_driver_cuts_short_fails_conformance(ctx, pkg_copy, device):
     """lavapipe ends any invocation's loops after 65,535 iterations, silently. fir's taps gradient
     summed in one loop over 10⁶ samples came out 15× too small, and the γ_n·Σ|terms| bound could

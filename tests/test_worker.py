@@ -45,6 +45,7 @@ def _shm_names() -> set[str]:
         return set()
 
 
+@pytest.mark.slow
 def test_a_never_ending_kernel_is_killed_at_its_budget_and_the_next_run_works(client):
     # control 1: with the exit condition true, the same kernel finishes and writes nothing
     assert client.call("run", target=str(SPIN), inputs=FREE, params={"k": 64})["y"].tolist() == [0, 0, 0, 0]
@@ -121,6 +122,7 @@ def test_pipelines_stay_cached_in_the_worker(client):
     assert client.call("ping")["pipelines"] == n1 + 1
 
 
+@pytest.mark.slow
 def test_cancel_kills_the_request_and_the_worker_comes_back(client):
     fut = client.submit("run", target=str(SPIN), inputs=STUCK, params={"k": RUNAWAY_K}, budget_s=120)
     time.sleep(1.0)
@@ -133,6 +135,7 @@ def test_cancel_kills_the_request_and_the_worker_comes_back(client):
     assert client.call("run", target=str(FILL), params={"n": 3, "v": 1.5})["y"].tolist() == [1.5] * 3
 
 
+@pytest.mark.slow
 def test_conformance_in_the_worker_forwards_progress_and_writes_the_receipt(client, pkg_copy):
     root = pkg_copy()
     seen = []
@@ -189,6 +192,7 @@ def _cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
                           timeout=timeout, env={**os.environ, "XDG_RUNTIME_DIR": os.environ.get("XDG_RUNTIME_DIR", "/tmp")})
 
 
+@pytest.mark.slow
 def test_cli_run_budget_is_refused_with_the_numbers():
     r = _cli("run", str(FILL), "--param", "n=1000", "--param", "v=1", "--budget", "100")
     assert r.returncode == 2 and "Traceback" not in r.stderr
@@ -197,6 +201,7 @@ def test_cli_run_budget_is_refused_with_the_numbers():
     assert r.returncode == 2 and "16000000000 bytes" in r.stderr and "Traceback" not in r.stderr
 
 
+@pytest.mark.slow
 def test_cli_run_timeout_stops_a_runaway_kernel(tmp_path):
     np.save(tmp_path / "x.npy", STUCK["x"])
     t0 = time.monotonic()
@@ -211,6 +216,7 @@ def test_cli_run_timeout_stops_a_runaway_kernel(tmp_path):
     assert r.returncode == 0 and "y: shape (4,)" in r.stdout
 
 
+@pytest.mark.slow
 def test_cli_conform_runs_in_the_worker_under_its_timeout():
     median = Path(__file__).resolve().parents[1] / "examples" / "windowed_median"
     r = _cli("conform", str(median), "--no-receipt", "--timeout", "0.2")

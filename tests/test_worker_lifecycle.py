@@ -141,6 +141,7 @@ def _hosts(family: dict[int, int]) -> list[int]:
 
 
 # ------------------------------------------------------------------ the parent dies
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM], ids=["SIGKILL", "SIGTERM"])
 def test_the_worker_and_its_reference_hosts_die_with_the_cli(tmp_path, sig):
     np.save(tmp_path / "x.npy", STUCK["x"])
@@ -178,6 +179,7 @@ if __name__ == "__main__":
 '''
 
 
+@pytest.mark.slow
 def test_without_the_death_signal_the_watchdog_alone_ends_the_worker(tmp_path):
     """Where there is no PR_SET_PDEATHSIG (macOS, Windows) the child's watchdog sees its
     parent's end of the lifeline pipe close, and its parent process change."""
@@ -211,6 +213,7 @@ def progress_then_run(req, **kwargs):
     return handlers.run(req, **kwargs)
 
 
+@pytest.mark.slow
 def test_a_parent_that_stops_reading_cannot_keep_a_runaway_kernel_going():
     """The parent's deadline is bypassed: its progress callback hangs, so it reads nothing and
     checks no clock. The child still ends the request at its budget (plus GRACE_S)."""

@@ -35,6 +35,7 @@ def run(capsys, *argv):
     return rc, out.out, out.err
 
 
+@pytest.mark.slow
 def test_the_story_workflow_runs_writes_its_plot_and_record_and_verify_reproduces_it(tmp_path, capsys):
     wf = small_story(tmp_path)
     png, rec = tmp_path / "story.png", tmp_path / "story.record.json"
@@ -66,6 +67,7 @@ def test_the_story_workflow_runs_writes_its_plot_and_record_and_verify_reproduce
     assert rc == 1 and "FAIL  step median" in out and "DIFFERS" in out
 
 
+@pytest.mark.slow
 def test_a_missing_receipt_and_a_bad_file_exit_2_with_the_position(tmp_path, capsys):
     mine = copy_package(MEDIAN, tmp_path / "median")                # a copy: no receipt on this profile
     wf = small_story(tmp_path, [('op = "user/demo/windowed_median@1"', f'op = "{mine}"')])
@@ -84,6 +86,7 @@ def test_a_missing_receipt_and_a_bad_file_exit_2_with_the_position(tmp_path, cap
     assert rc == 0 and "user/demo/windowed_median@1" in out and "exact (selection)" in out
 
 
+@pytest.mark.slow
 def test_prove_runs_conformance_first_and_the_record_names_the_receipt(tmp_path, capsys):
     sig = tmp_path / "signal"
     shutil.copytree(BUILTINS / "spiky_signal", sig, ignore=shutil.ignore_patterns("receipts", "__pycache__"))

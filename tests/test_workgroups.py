@@ -109,6 +109,7 @@ def test_the_fold_per_axis():
     assert "x: 65,536, y: 65,536" in e.value.message
 
 
+@pytest.mark.slow
 def test_a_naive_2d_matmul_earns_a_receipt(ctx, tmp_path):
     pkg = load_package(matmul_package(tmp_path / "mm"))
     k = pkg.contract.kernel
@@ -121,6 +122,7 @@ def test_a_naive_2d_matmul_earns_a_receipt(ctx, tmp_path):
     assert earn_conformance_receipt(pkg, rep, full_corpus=True, seal=ctx.seal) is not None
 
 
+@pytest.mark.slow
 def test_a_transposed_index_fails(ctx, tmp_path):
     bad = MATMUL_WGSL.replace("b[k * dims.N + col]", "b[col * dims.K + k]")
     rep = conform(ctx, load_package(matmul_package(tmp_path / "mm", bad)), stop_after=1)
@@ -337,3 +339,12 @@ def test_a_bounded_3d_kernel_earns_a_receipt(ctx, tmp_path):
     rep = conform(ctx, pkg)
     assert rep.ok, "\n".join(report_lines(rep))
     assert any("3-D launch has no axis to fold into" in m["why"] for m in rep.plan.not_reached)
+
+
+def test_an_override_constant_in_a_per_axis_launch_is_refused(tmp_path):
+    root = matmul_package(tmp_path / "mm", toml={'invocations = ["p", "m"]': 'invocations = ["cdiv(p, RUN)", "m"]',
+                                                 '@group(0) @binding(3)': 'override RUN: u32 = 64 tune [64, 128]\n'
+                                                                          '@group(0) @binding(3)'})
+    with pytest.raises(StudioError) as e:
+        load_package(root)
+    assert "per axis cannot name an override constant" in e.value.message and e.value.line == 11

@@ -1,7 +1,8 @@
 """Documents on disk: open an op package folder (even a broken one: you open it to fix it), save
 it through the engine's one package writer (crash-safe, validated), create one from a template.
-What counts as a package file, and the count/size/symlink limits, are the engine's
-(``read_files``); the app only splits what it read into text and binary."""
+Reading and saving are the document model's (studio/document/model.py: what counts as a package
+file, and the count/size/symlink limits, are the engine's ``read_files``); the Studio adds the
+save use case that records authorship, and File ▸ New's edits go through the one op.toml editor."""
 from __future__ import annotations
 
 import os

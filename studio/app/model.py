@@ -11,8 +11,9 @@ from pathlib import Path
 
 from PySide6.QtCore import QObject, Signal
 
-from ..document.model import FIELD, FILE, OPTIONAL_EMPTY, Document, toml_error  # noqa: F401 (the views' names)
-from ..engine.contract.contract import DEFAULT_KERNEL_FILE, DEFAULT_REFERENCE_FILE  # noqa: F401
+from ..document.model import FIELD, FILE, Document
+
+__all__ = ["FIELD", "FILE", "OpDocument"]        # FIELD, FILE: the key prefixes the views write with
 
 
 class OpDocument(QObject):

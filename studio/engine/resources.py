@@ -2,7 +2,7 @@
 (``resources/`` at the top of the source tree) and the helper shaders (``shaders/``).
 
 An installed wheel, ``pip install .`` and the PyInstaller bundle carry them as package data of
-``studio`` at ``studio/resources`` (with the shaders at ``studio/resources/shaders``), found
+``studio`` (``site-packages/studio/resources``, the shaders in its ``shaders``), found
 through importlib.resources; a source checkout (an editable install, or the tree on the path)
 finds them at the top of the tree, beside ``studio/``."""
 from __future__ import annotations

@@ -29,7 +29,8 @@ INPUT_TIPS = [
     ("its shape: comma-separated size symbols or constants, e.g. n or m, k "
      "(a symbol names the size for the params, relations and outputs)"),
     ("the values it may hold: any (NaN and ±inf included), finite, nonneg "
-     "(finite, >= 0) or in [lo, hi] with constants — conformance generates cases within it"),
+     "(finite, >= 0) or in [lo, hi] with constants; for integer index inputs in [0, m) naming a size, "
+     "or csr(nnz) for a CSR row pointer — conformance generates cases within it, a run refuses values outside"),
 ]
 PARAM_TIPS = [
     "the scalar parameter's name (e.g. w for a window width)",

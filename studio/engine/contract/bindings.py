@@ -227,7 +227,8 @@ def _descriptor(tree: Tree, src: Source) -> BindingDescriptor:
                                     f"write: {name} : storage read_write {dtype}[...] -> {writes}")
                 if writes == name:
                     raise src.error(f"'{name} -> {writes}': the output needs a name of its own", inplace.children[0],
-                                    f"name the output as the signature does, e.g. {name}_out (the input stays '{name}')")
+                                    f"name the output as the signature does, e.g. {name}_out (the input "
+                                    f"stays '{name}')")
                 if writes in names or any(o.writes == writes for o in out):
                     raise src.error(f"'{writes}' is already bound", inplace.children[0],
                                     "an in-place buffer names an output of the signature that no other "

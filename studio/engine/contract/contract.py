@@ -155,6 +155,10 @@ def build_contract(m: Manifest) -> Contract:
     contract.sharding = read_sharding(m, contract.signature)     # [sharding] (docs/bf16.md)
     from .tunables import bind_invocations
     bind_invocations(contract)          # `cdiv(n, RUN)`: constant overrides bound (docs/performance.md)
+    if contract.kernel is not None and contract.kernel.axes and contract.kernel.written is not None:
+        raise StudioError("[kernel] invocations per axis cannot name an override constant", file=m.file,
+                          field="kernel.invocations", line=m.position("kernel.invocations")[0],
+                          hint='write each axis over the signature\'s symbols, e.g. ["p", "m"]')
     return contract
 
 

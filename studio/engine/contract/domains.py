@@ -116,7 +116,7 @@ def _constant(e: Expr, tree: Tree, src: Source) -> Number:
 
 def open_upper(hi: Expr) -> Expr:
     """A param's ``in [lo, hi)`` as the closed ``[lo, hi - 1]``."""
-    return BinOp("-", hi, Num(1))
+    return Num(hi.value - 1) if isinstance(hi, Num) and isinstance(hi.value, int) else BinOp("-", hi, Num(1))
 
 
 # ---- the check of a run's values, before dispatch ----

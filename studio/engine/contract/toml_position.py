@@ -170,14 +170,37 @@ def _line_col(text: str, offset: int) -> tuple[int, int]:
     return text.count("\n", 0, offset) + 1, offset - line_start + 1
 
 
-def position(text: str, path: str | tuple[str, ...], *, key: bool = False,
+def _element(text: str, start: int, end: int, index: int) -> int | None:
+    """Where element ``index`` of the array ``text[start:end]`` starts (comments skipped), or None."""
+    if text[start:start + 1] != "[":
+        return None
+    pos, i = start + 1, 0
+    while pos < end:
+        pos = _INLINE_SEP.match(text, pos, end).end()
+        if text.startswith("#", pos):
+            nl = text.find("\n", pos)
+            pos = end if nl < 0 else nl
+            continue
+        if pos >= end or text[pos] == "]":
+            return None
+        if i == index:
+            return pos
+        pos, i = value_end(text, pos), i + 1
+    return None
+
+
+def position(text: str, path: str | tuple, *, key: bool = False,
              content: bool = False) -> tuple[int | None, int | None]:
-    """(line, col), 1-based, of the value at ``path`` (``"tolerance.class"`` or a tuple of keys);
-    with ``key``: of its key; with ``content``: of a string value's first character (inside the
-    quotes, past the newline TOML trims after opening triple quotes), which is where an embedded
-    text's own positions start. Where the text does not write ``path`` itself: the deepest table,
-    key or inline table of it that it does write (the value of a key; or a ``[path.sub]``
-    header); (None, None) when none."""
+    """(line, col), 1-based, of the value at ``path`` (``"tolerance.class"`` or a tuple of keys,
+    whose last item may be an int: that element of an array); with ``key``: of its key; with
+    ``content``: of a string value's first character (inside the quotes, past the newline TOML
+    trims after opening triple quotes), which is where an embedded text's own positions start.
+    Where the text does not write ``path`` itself: the deepest table, key, inline table or array
+    of it that it does write (the value of a key; or a ``[path.sub]`` header); (None, None) when
+    none."""
+    index = None
+    if not isinstance(path, str) and path and isinstance(path[-1], int):
+        *path, index = path
     keys = split_keys(path) if isinstance(path, str) else tuple(path)
     s, exact = _find(text, keys)
     if s is None:
@@ -185,6 +208,8 @@ def position(text: str, path: str | tuple[str, ...], *, key: bool = False,
     if (key and exact) or s.value_at is None:
         return _line_col(text, s.key_at)
     at = s.value_at
+    if index is not None and exact:
+        at = _element(text, at, s.value_end, index) or at
     if content and text[at:at + 1] in ("\"", "'"):
         quote = 3 if text.startswith(text[at] * 3, at) else 1
         at += quote

@@ -10,6 +10,7 @@ import math
 from ..errors import StudioError
 from .expr import Expr, parse_expr
 from .manifest import Manifest
+from .toml_position import position
 
 MAX_SIZE = (256, 256, 64)           # WebGPU's default per-axis workgroup size limits
 MAX_INVOCATIONS = 256               # and invocations per workgroup
@@ -43,18 +44,10 @@ def kernel_geometry(m: Manifest) -> tuple[tuple[int, ...], tuple[Expr, ...]]:
         raise StudioError(f"workgroup_size {wg} is {len(wg)}-D, so invocations needs {len(wg)} expressions, one "
                           "per axis, x first", file=m.file, field="kernel.invocations", line=iline, col=icol,
                           hint="e.g. invocations = [" + ", ".join(f'"{s}"' for s in ("p", "m", "b")[:len(wg)]) + "]")
-    return tuple(wg), tuple(_axis(m, e, iline, icol) for e in inv)
+    return tuple(wg), tuple(_axis(m, e, k) for k, e in enumerate(inv))
 
 
-def _axis(m: Manifest, text: str, line: int | None, col: int | None) -> Expr:
-    """One axis's expression, positioned at its string in op.toml (found after the list's start)."""
-    lines = m.text.split("\n")
-    if line is not None:
-        start = sum(len(ln) + 1 for ln in lines[:line - 1]) + (col or 1) - 1
-        at = m.text.find(f'"{text}"', start)
-        if at < 0:
-            at = m.text.find(f"'{text}'", start)
-        if at >= 0:
-            line = m.text.count("\n", 0, at) + 1
-            col = at - (m.text.rfind("\n", 0, at) + 1) + 2
+def _axis(m: Manifest, text: str, k: int) -> Expr:
+    """Axis ``k``'s expression, positioned at its string in op.toml (the one position finder)."""
+    line, col = position(m.text, ("kernel", "invocations", k), content=True)
     return parse_expr(text, file=m.file, line=line or 1, col=col or 1)

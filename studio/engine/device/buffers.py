@@ -1,7 +1,7 @@
 """The executor with device buffers in and out: ``dispatch_resident`` runs a ``KernelProgram`` on
 tensors that stay on the device (the workflow's path, studio/engine/workflow/resident.py). It is
 ``execution.dispatch``'s own code (the buffer cap, the binding plan with its uniform padding, the
-pipeline, workgroup isolation, the bind groups and the launch with its 2-D fold), called with
+pipeline, workgroup isolation, the bind groups and the launch with its fold), called with
 device buffers where ``dispatch`` uses its arenas, and without the upload and read-back; this
 module only adds where its buffers come from, and the two transfers the caller asks for
 (``upload``, ``read_words``). It lives beside execution.py to keep that module under the size

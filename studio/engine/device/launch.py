@@ -48,15 +48,6 @@ class Launch:
         return (f"{need} workgroups, folded ({self.folded}) into a {grid} grid"
                 + (f" with {self.extra:,} workgroup(s) past the end" if self.extra else ""))
 
-    def index_fix(self) -> str:
-        """How a kernel indexes so the fold is transparent (the WGSL to write)."""
-        if not self.folded:
-            return ""
-        axis, into = self.folded.split(" into ")
-        wg = self.workgroup[AXES.index(axis)]
-        return (f"let {axis} = gid.{axis} + gid.{into} * nwg.{axis} * {wg}u;  (nwg = @builtin(num_workgroups)), "
-                f"and guard it: if ({axis} >= <its invocations>) {{ return; }}")
-
 
 def geometry(workgroup: tuple[int, ...], invocations: tuple[int, ...], limit: int, *, op: str = "") -> Launch:
     """The launch of one call; raises StudioError when no grid fits the limit."""

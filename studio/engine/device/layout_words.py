@@ -125,8 +125,8 @@ def struct_size_words(b, source: str | None, p: LayoutProblem) -> tuple[str, str
     if found is None or found[2] != need:
         n = max(1, (need - have) // 4)
         fields = ", ".join(f"_pad{have + 4 * k}: u32 = 0" for k in range(n))
-        return (f"the kernel's uniform struct is {need} bytes but the descriptor's {len(b.fields)} field(s) cover "
-                f"{have}: bytes {have}..{need - 1} are missing (a pad field, or a field not listed)",
+        return (f"the kernel's uniform struct has size {need} bytes but the descriptor's {len(b.fields)} "
+                f"field(s) cover {have}: bytes {have}..{need - 1} are missing (a pad field, or a field not listed)",
                 f"add the missing 4-byte fields{where}, in the struct's order, e.g. {fields}")
     struct, members, size = found
     words = _missing_words(members, have, size)
@@ -140,7 +140,7 @@ def struct_size_words(b, source: str | None, p: LayoutProblem) -> tuple[str, str
                 data.append(mem.name)
     fields = ", ".join(f"{n}: {d} = {'0' if _is_pad(n) else '...'}" for n, d, _, _ in words)
     vectors = sorted({w[3].split(" of ")[1] for w in words if w[3].startswith("word ")})
-    return (f"the kernel's struct {struct} is {size} bytes but the descriptor's {len(b.fields)} field(s) cover "
+    return (f"the kernel's struct {struct} has size {size} bytes but the descriptor's {len(b.fields)} field(s) cover "
             f"{have}: it lacks {', '.join(parts)}",
             f"add{where}: {fields}" + (
                 f"; a descriptor field is a 4-byte scalar read by its WGSL name, so also declare "

@@ -71,16 +71,29 @@ def schedule(blocks: list[Block]) -> tuple[list, list]:
     return levels, roots
 
 
+CHUNK_WORDS = 1 << 24             # contribution words reduced at once (a column chunk of every row)
+
+
 def block_sums(contribs: np.ndarray, blocks: list[Block], *, device, guard: bool = False) -> list[np.ndarray]:
     """Each block's tree value over the rows of ``contribs`` (f32 (rows, k)), computed on ``device``:
-    bitwise combine.block_sums at f32."""
-    contribs = np.ascontiguousarray(contribs, np.float32)
-    k = contribs.shape[1]
+    bitwise combine.block_sums at f32. The elements are independent, so the tree runs over column
+    chunks of about CHUNK_WORDS words in all (the memory of one chunk's levels, not all of them)."""
+    contribs = np.asarray(contribs, np.float32)
+    rows, k = contribs.shape
     cap = int(device.profile.limits.get("max-storage-buffer-binding-size", 1 << 27)) // 4 - CANARY_WORDS - 64
-    if k > cap:
-        raise StudioError(f"a contribution of {k:,} words is more than the device binds at once ({cap:,} words)",
-                          hint="use the numpy path (--owner-device cpu)")
     levels, roots = schedule(blocks)
+    out = [np.empty(k, np.float32) for _ in blocks]
+    width = max(1, min(k, CHUNK_WORDS // max(1, rows), cap))
+    for c0 in range(0, k, width):
+        got = _levels(np.ascontiguousarray(contribs[:, c0:c0 + width]), levels, roots, device, cap, guard)
+        for o, g in zip(out, got):
+            o[c0:c0 + width] = g
+    return out
+
+
+def _levels(contribs: np.ndarray, levels: list, roots: list, device, cap: int, guard: bool) -> list[np.ndarray]:
+    """The tree's heights over one column chunk, a dispatch per height; the roots' values."""
+    k = contribs.shape[1]
     values = [contribs]
     for nodes in levels:
         m = len(nodes)
@@ -95,7 +108,7 @@ def block_sums(contribs: np.ndarray, blocks: list[Block], *, device, guard: bool
                               hint="use the numpy path (--owner-device cpu)")
         values.append(np.concatenate([r.outputs["out"] for r in got]).reshape(m, k) if len(got) > 1
                       else got[0].outputs["out"].reshape(m, k))
-    return [np.array(values[h][i], np.float32, copy=True) for h, i in roots]
+    return [values[h][i] for h, i in roots]
 
 
 def _gather(values: list[np.ndarray], refs: list[tuple[int, int]], k: int) -> np.ndarray:

@@ -24,7 +24,7 @@ MODES = ("cpu", "gpu", "auto")
 CPU = "cpu (numpy)"
 DEVICE_CONTEXT: dict = {}              # "device": the Device, or "error": why none opened (per process)
 _LOCK = threading.Lock()
-FRAME_WORDS = 1 << 25                  # contribution frames [params | sample | 0] built per batch of rows
+FRAME_WORDS = 1 << 24                  # contribution frames [params | sample | 0] built per batch of rows
 
 
 def process_device():
@@ -65,7 +65,13 @@ class OwnerPath:
                                   field="--owner-device", hint="use --owner-device cpu or auto")
             from .staged import compile_staged
             self.staged = compile_staged(bound)
-            self.device = process_device()
+            device = process_device()
+            words = int(device.profile.limits.get("max-storage-buffer-binding-size", 1 << 27)) // 4
+            if 2 * k + s + 64 > words:
+                raise StudioError(f"a contribution frame row of {2 * k + s:,} words is more than this device binds "
+                                  f"at once ({words:,} words)", field="--owner-device",
+                                  hint="use --owner-device cpu or auto")
+            self.device = device
         except StudioError as e:
             if mode == "gpu":
                 raise

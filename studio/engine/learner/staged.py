@@ -34,7 +34,7 @@ from .accuracy import INEXACT
 from .evaluate import evaluate_statement
 from .slots import Bound, affine
 from .syntax import BOOL, INT, Assign, Bin, Call, Let, LetRef, Read
-from .wgsl import _HELPERS, LOOP_BUDGET, UNROLLS, WORKGROUP, _Emitter
+from .wgsl import HELPERS, LOOP_BUDGET, UNROLLS, WORKGROUP, Emitter
 
 BINDINGS = """\
 @group(0) @binding(0) frame_in : storage read f32[rows, width]
@@ -94,7 +94,7 @@ class Staged:
                    f"{', '.join(sorted({op for st in self.stages for op in st.host_because}))})" if host else ""))
 
 
-class _StageEmitter(_Emitter):
+class _StageEmitter(Emitter):
     """wgsl.py's expression emitter over a stage's buffers: every read from ``frame_in`` (the frame
     as the statements before left it), lets from ``lets``."""
 
@@ -175,7 +175,7 @@ def _device_stage(bound, i, st, kind, loops, points, lets, let, slots, loop_budg
            "@group(0) @binding(1) var<storage, read> lets: array<f32>;\n"
            "@group(0) @binding(2) var<storage, read_write> out: array<f32>;\n"
            "@group(0) @binding(3) var<uniform> p: P;\n"
-           "@group(0) @binding(4) var<storage, read> lits: array<f32>;\n" + _HELPERS +
+           "@group(0) @binding(4) var<storage, read> lits: array<f32>;\n" + HELPERS +
            f"@compute @workgroup_size({WORKGROUP})\n"
            "fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {\n"
            f"  let t: u32 = gid.x + gid.y * nwg.x * {WORKGROUP}u;\n"

@@ -46,7 +46,7 @@ BINDINGS = """\
 @group(0) @binding(3) p : uniform { rows: u32 = rows, zero: u32 = zero }
 @group(0) @binding(4) lits : storage read f32[literals]
 """
-_HELPERS = """\
+HELPERS = """\
 fn fx(x: f32) -> f32 { return bitcast<f32>(bitcast<u32>(x) ^ p.zero); }
 fn mn(a: f32, b: f32) -> f32 { return select(a, b, b < a); }
 fn mx(a: f32, b: f32) -> f32 { return select(a, b, b > a); }
@@ -89,10 +89,10 @@ def compile_wgsl(bound: Bound, *, unroll: int | None = None, loop_budget: int | 
     lay = bound.layout
     tried = [unroll] if unroll is not None else list(UNROLLS)
     for u in tried:
-        e = _Emitter(bound, u, copy=False)
+        e = Emitter(bound, u, copy=False)
         body = e.program()
         if e.mixed:                                 # a read that may or may not see an earlier write
-            e = _Emitter(bound, u, copy=True)
+            e = Emitter(bound, u, copy=True)
             body = e.program()
         if loop_budget is None or e.iterations <= loop_budget or u == tried[-1]:
             break
@@ -109,7 +109,7 @@ def compile_wgsl(bound: Bound, *, unroll: int | None = None, loop_budget: int | 
            "@group(0) @binding(1) var<storage, read_write> out: array<f32>;\n"
            "@group(0) @binding(2) var<storage, read_write> scratch: array<f32>;\n"
            "@group(0) @binding(3) var<uniform> p: P;\n"
-           "@group(0) @binding(4) var<storage, read> lits: array<f32>;\n" + _HELPERS +
+           "@group(0) @binding(4) var<storage, read> lits: array<f32>;\n" + HELPERS +
            f"@compute @workgroup_size({WORKGROUP})\n"
            "fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {\n"
            f"  let r: u32 = gid.x + gid.y * nwg.x * {WORKGROUP}u;\n"
@@ -133,7 +133,11 @@ def _has_loop(e) -> bool:
     return any(isinstance(n, Reduce) for n in e.walk())
 
 
-class _Emitter:
+class Emitter:
+    """The WGSL text of a program's statements and expressions (each rounded result through ``fx``,
+    literals from ``lits``, loops unrolled under the loop cap). staged.py subclasses it for the
+    one-invocation-per-point path (its reads and lets come from other buffers)."""
+
     def __init__(self, bound: Bound, unroll: int, copy: bool):
         self.unroll = max(1, int(unroll))
         self.copy = copy and bound.layout.role == "update"   # out starts as a copy of the writable slots
@@ -355,4 +359,4 @@ class _Emitter:
         return f"f32({acc}_i)" if e.func.startswith("arg") else acc
 
 
-__all__ = ["compile_wgsl", "Kernel", "LOOP_BUDGET", "UNROLLS", "BINDINGS"]
+__all__ = ["compile_wgsl", "Kernel", "Emitter", "HELPERS", "LOOP_BUDGET", "UNROLLS", "BINDINGS"]

@@ -164,10 +164,10 @@ def _values(kind: str, shape: tuple, dtype: str, domain, rng: np.random.Generato
         a = rng.choice([-1, 1], size=n) * np.minimum(10 ** rng.uniform(20, 38.6, size=n), FLT_MAX)
     elif kind == "inf":
         a = rng.normal(size=n)
-        a[rng.integers(0, n, size=max(1, n // 8))] = rng.choice([np.inf, -np.inf])
+        a[rng.integers(0, max(n, 1), size=max(1, n // 8) if n else 0)] = rng.choice([np.inf, -np.inf])
     elif kind == "nan":
         a = rng.normal(size=n)
-        a[rng.integers(0, n, size=max(1, n // 8))] = np.nan
+        a[rng.integers(0, max(n, 1), size=max(1, n // 8) if n else 0)] = np.nan     # n = 0: an empty input
     else:  # pragma: no cover
         raise ValueError(kind)
     a = a.astype(np.float32)

@@ -25,9 +25,11 @@ def hint(case, kind: str, mismatch, *, workgroup_size: int | None = None, folded
                 f"splits it into rows{', a ' + grid + ' grid' if grid else ''}), and the last row is padded: "
                 f"{extra if extra is not None else 'some'} workgroup(s) run past the end "
                 f"(docs/package-format.md, \"Launch geometry\"). Guard every write with the folded index, e.g. "
-                f"`let i = gid.x + gid.y * nwg.x * {workgroup_size or 64}u; if (i >= n) {{ return; }}`; a write per "
-                f"workgroup compares the workgroup's folded index (wid.x + wid.y * nwg.x) with the number of "
-                f"workgroups needed")
+                + (f"`let i = gid.x + gid.y * nwg.x * {workgroup_size or 64}u; if (i >= n) {{ return; }}`; a write "
+                   f"per workgroup compares the workgroup's folded index (wid.x + wid.y * nwg.x) with the number "
+                   f"of workgroups needed" if fold == "x into y" else
+                   f"`let {fold[0]} = gid.{fold[0]} + gid.{fold[-1]} * nwg.{fold[0]} * WG_{fold[0].upper()};` and "
+                   f"`if ({fold[0]} >= <its invocations>) {{ return; }}` (nwg = @builtin(num_workgroups))"))
     if in_fold and kind in ("unwritten", "mismatch") and (kind == "unwritten" or poisoned):
         wg = workgroup_size or 64
         fold = (launch or {}).get("fold")

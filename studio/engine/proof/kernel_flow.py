@@ -19,8 +19,9 @@ variable, an atomic, or a name assigned inside non-uniform control flow. A name 
 once any comparison (`<`, `<=`, `>`, `>=`, `==`) mentions it in an enclosing `if`/loop condition,
 or in an `if` whose body ends in `return`/`break` earlier in the block; `min(...)`/`clamp(...)`/
 `a % b` as a whole initialiser count as clamps. It does not judge that a guard compares against
-the right bound (conformance does), does not follow reads into helper functions (a helper that
-contains a barrier counts as one at its call), and does not see through pointers."""
+the right bound (conformance does), judges names whole (`gid.x` compared counts for `gid.y`), does
+not follow reads into helper functions (a helper that contains a barrier counts as one at its
+call), and does not see through pointers. docs/porting.md, "What `scellis check` looks for"."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -49,12 +50,23 @@ def _barrier_functions(m: Module) -> set[str]:
     return names
 
 
-def _builtin_params(params: list[Tok]) -> dict[str, str]:
-    """{param name: builtin} for `@builtin(X) name: T` parameters."""
-    out = {}
+def _builtin_params(params: list[Tok], toks: list[Tok]) -> dict[str, set[str]]:
+    """{param name: its builtins} for `@builtin(X) name: T` parameters, and for a parameter whose
+    type is a struct with `@builtin(X)` members (`fn main(in: Inputs)`: `in.gid` names `in`)."""
+    structs: dict[str, set[str]] = {}
+    for k, t in enumerate(toks):
+        if t.v == "struct" and k + 2 < len(toks) and toks[k + 2].v == "{":
+            j = k + 3
+            while j < len(toks) and toks[j].v != "}":
+                if toks[j].v == "builtin" and j + 2 < len(toks):
+                    structs.setdefault(toks[k + 1].v, set()).add(toks[j + 2].v)
+                j += 1
+    out: dict[str, set[str]] = {}
     for k, t in enumerate(params):
         if t.v == "builtin" and k + 4 < len(params) and params[k + 1].v == "(":
-            out[params[k + 4].v if params[k + 3].v == ")" else params[k + 3].v] = params[k + 2].v
+            out[params[k + 4].v if params[k + 3].v == ")" else params[k + 3].v] = {params[k + 2].v}
+        elif t.v == ":" and k > 0 and k + 1 < len(params) and params[k + 1].v in structs:
+            out[params[k - 1].v] = structs[params[k + 1].v]
     return out
 
 
@@ -73,7 +85,7 @@ class _Walk:
     def __init__(self, m: Module, entry: str, file: str):
         self.m, self.file = m, file
         params, lo, hi = m.functions[entry]
-        builtins = _builtin_params(params)
+        builtins = _builtin_params(params, m.toks)
         self.barrier_names = _barrier_functions(m)
         self.errors: list[StudioError] = []
         self.warnings: list[StudioError] = []
@@ -82,8 +94,8 @@ class _Walk:
         self.depth = 0                     # loops around the statement being walked
         p = Parser(m.toks[lo:hi])
         self.body = p.block()
-        self.state = _State(set(), {n: set() for n, b in builtins.items() if b in INDEXING},
-                            {n for n, b in builtins.items() if b in INVOCATION})
+        self.state = _State(set(), {n: set() for n, b in builtins.items() if b & INDEXING},
+                            {n for n, b in builtins.items() if b & INVOCATION})
 
     def run(self):
         self.walk(self.body, self.state)

@@ -20,12 +20,20 @@ class Tok:
 
 
 def tokens(source: str) -> list[Tok]:
-    out = []
+    """The tokens that are code, each with its 1-based line:col (counted as the lexer goes: linear in
+    the size of the source)."""
+    out, line, start, seen = [], 1, 0, 0       # start: the offset of the current line; seen: scanned up to
     for index, ttype, value in get_lexer_by_name("wgsl").get_tokens_unprocessed(source):
         if ttype in Comment or not value.strip():
             continue
-        line = source.count("\n", 0, index) + 1
-        out.append(Tok(value.strip(), line, index - (source.rfind("\n", 0, index) + 1) + 1))
+        lead = len(value) - len(value.lstrip())
+        at = index + lead
+        newlines = source.count("\n", seen, at)
+        if newlines:
+            line += newlines
+            start = source.rfind("\n", seen, at) + 1
+        seen = at
+        out.append(Tok(value.strip(), line, at - start + 1))
     return _join_ops(out)
 
 
