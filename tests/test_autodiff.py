@@ -159,6 +159,7 @@ def _nondifferentiable_round(root):
                                                  [('id = "core/signal/affine@1"', 'id = "user/test/quantize@1"')]))
 
 
+@pytest.mark.slow
 def test_training_through_a_nondifferentiable_op_is_refused_naming_it(ctx, device, catalog, ledger, tmp_path):
     quantize = _nondifferentiable_round(tmp_path / "quantize")
     tape = Tape(ctx, receipts=ledger)

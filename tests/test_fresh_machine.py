@@ -104,7 +104,6 @@ def test_choose_adapter_refuses_opengl_unless_opted_in(monkeypatch):
     assert choose_adapter(wgpu).info["backend_type"] == "OpenGL"
 
 
-@pytest.mark.slow
 def test_main_job_proves_its_ops_then_plots_the_right_median(ctx, tmp_path):
     from studio.engine.services.demo import spike_removal
     proofs = []
@@ -238,6 +237,7 @@ if __name__ == "__main__":   # the device worker is a spawned child that imports
 """
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("Xvfb") is None, reason="Xvfb is installed by ./test.sh's set-up")
 def test_studio_opens_a_real_window_on_x11(tmp_path):
     display = f":{90 + os.getpid() % 500}"

@@ -269,6 +269,7 @@ def scellis(*args):
     return subprocess.run([sys.executable, "-m", "studio.cli", *map(str, args)], capture_output=True, text=True)
 
 
+@pytest.mark.slow
 def test_cli_prints_the_report_and_exits_by_verdict(pkg_copy):
     res = scellis("gradcheck", MEDIAN, "--param", "w=7", "--no-receipt")
     assert res.returncode == 0, res.stderr

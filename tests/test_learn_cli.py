@@ -3,6 +3,7 @@ agreement, the final parameter hash (the same bits for any --owners), a checkpoi
 --resume, and bad input as a positioned error with exit 2."""
 import re
 
+import pytest
 from learner_reference import independent_run
 
 from studio.cli import main
@@ -15,6 +16,7 @@ def final_hash(out: str) -> str:
     return re.search(r"final parameter hash ([0-9a-f]{64})", out).group(1)
 
 
+@pytest.mark.slow
 def test_learn_prints_a_line_per_step_and_the_final_hash(capsys, tmp_path):
     system = load_system(ROOT / "learners" / "online_mean")
     want, _ = independent_run(system, 3)

@@ -228,6 +228,7 @@ def test_scellis_shard_report_on_the_bf16_learner_is_the_dask_runs_bits(system, 
     assert "bit for bit at 6/6 steps" in out and "warning: 3 replicas is not a power of two" in out
 
 
+@pytest.mark.slow
 def test_learn_refuses_a_bf16_canonical_system_built_by_replace(system):
     with pytest.raises(StudioError, match="needs the per-owner tree"):
         learn(replace(system, tree="canonical"), steps=1)

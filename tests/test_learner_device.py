@@ -101,6 +101,9 @@ def test_the_device_tree_is_the_cpu_tree_and_the_independent_tree(device, monkey
         got = device_tree.block_sums(c, blocks, device=device, guard=True)
         assert all((bits(g) == bits(w)).all() for g, w in zip(got, combine.block_sums(c, blocks)))
         assert (bits(got[0]) == bits(independent_tree(c, 0, n))).all()
+    tiny = np.array([[1e-39, -2e-39], [2e-39, 1e-39], [-5e-40, 3e-45]], np.float32)   # subnormal sums
+    got = device_tree.block_sums(tiny, [Block(0, 0, 3)], device=device, guard=True)[0]
+    assert (bits(got) == bits(independent_tree(tiny, 0, 3))).all() and (got != 0).all()    # not flushed
     c = rng.standard_normal((9, 50)).astype(np.float32)              # in column chunks: the same bits
     blocks = [Block(0, 0, 9), Block(0, 2, 5)]
     whole = device_tree.block_sums(c, blocks, device=device)
@@ -221,3 +224,24 @@ def test_owners_choose_their_path_per_run_and_the_records_say_so(client):
     assert (bits(auto.params) == bits(cpu.params)).all()
     with pytest.raises(StudioError, match="is not a path"):
         learn(system, client=client, steps=1, owner_device="fpga")
+
+
+@pytest.mark.slow
+def test_the_command_line_chooses_the_owners_path(capsys):
+    """`scellis learn --owner-device`: each owner's path printed before the first step, the same
+    final parameter hash as the CPU path; a path that does not exist is a usage error (exit 2)."""
+    import re
+
+    from studio.cli import main
+    from studio.engine.learner.fingerprint import array_hash
+    system = load_system(ROOT / "learners" / "online_mean")
+    want, _ = independent_run(system, 2)
+    assert main(["learn", "online_mean", "--owners", "2", "--steps", "2", "--owner-device", "gpu"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"^owner 0: device \(llvmpipe", out, re.M) and re.search(r"^owner 1: device \(", out, re.M)
+    assert re.search(r"final parameter hash ([0-9a-f]{64})", out).group(1) == array_hash(want)
+    assert main(["learn", "online_mean", "--steps", "1"]) == 0
+    assert "owner 0: cpu (numpy)" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as e:
+        main(["learn", "online_mean", "--owner-device", "fpga"])
+    assert e.value.code == 2

@@ -66,6 +66,7 @@ def test_the_median_pipeline_trains_data_parallel_to_the_same_bits(setup, module
     assert all(r.agreed for r in r2.records)
 
 
+@pytest.mark.slow
 def test_a_workflow_without_a_loss_is_refused(setup, tmp_path):
     from studio.engine.errors import StudioError
     from studio.engine.learner.pipeline import WorkflowGradient
@@ -116,6 +117,7 @@ def test_the_pipeline_learner_as_a_file_on_the_command_line(setup, module_ctx, t
     assert len([ln for ln in out.splitlines() if ln.startswith("step ") and "agree" in ln]) == STEPS
 
 
+@pytest.mark.slow
 def test_a_pipeline_file_with_the_wrong_sizes_is_refused(setup, tmp_path, monkeypatch):
     from studio.engine.errors import StudioError
     from studio.engine.learner.system import load_system

@@ -17,6 +17,8 @@ from studio.engine.proof.receipts import make_receipt, receipt_dir, write_receip
 from studio.engine.sharding.kinds import EXACT, ROUNDED
 from studio.engine.sharding.report import report_lines, shard_report
 
+pytestmark = pytest.mark.slow           # proves six bf16 ops for the module (minutes on 2 cores): not in the fast lane
+
 SIX = ["conv1d_bf16", "conv1d_bf16_strided", "conv1d_bf16_input_vjp", "conv1d_bf16_input_vjp_strided",
        "conv1d_bf16_weight_grad", "conv1d_bf16_weight_grad_strided"]
 SHIPPED = REPO / "resources" / "workflows" / "bf16_conv.toml"

@@ -35,6 +35,7 @@ def proven(ctx, tmp_path, device):
     return root, read_receipt(path), device.profile.id
 
 
+@pytest.mark.slow
 def test_every_single_byte_flip_changes_the_hash_and_voids_the_receipt(proven):
     root, receipt, profile = proven
     pkg = load_package(root)

@@ -63,6 +63,7 @@ def small(tmp_path, *, n: int = 2048, steps: int = 30, optimizer: str = "adam", 
     return p, parse_workflow(text, file=str(p), base=tmp_path)
 
 
+@pytest.mark.slow
 def test_the_loss_falls_tenfold_through_the_median_on_the_device(module_ctx, ledger, tmp_path):
     _, wf = small(tmp_path)
     tr = Trainer(module_ctx, wf, receipts=ledger, allow_unverified=True)
@@ -238,6 +239,7 @@ steps = 3
 """
 
 
+@pytest.mark.slow
 def test_scellis_train_on_the_command_line(reports, tmp_path, capsys):
     """In the device worker (a process of its own, judging receipts with this test's key)."""
     from studio.cli import main

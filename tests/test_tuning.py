@@ -336,7 +336,6 @@ def test_the_tune_panel_is_in_the_tools_menu(qtbot):
 
 
 # ------------------------------------------------------------------ the command's exits
-@pytest.mark.slow
 def test_tune_on_an_op_without_tunables_is_a_usage_error(tmp_path):
     r = _scellis(tmp_path, "tune", "user/demo/windowed_median@1")
     assert r.returncode == 2 and "declares no tunable override" in r.stderr and "Traceback" not in r.stderr

@@ -1,6 +1,7 @@
 """`scellis learn`: the data-parallel learner command of the headless front end (issue 16).
 
     scellis learn FILE [--owners N] [--scheduler tcp://HOST:PORT] [--checkpoint DIR] [--resume] [--steps N]
+                       [--owner-device cpu|gpu|auto]
 
 FILE is a learner.toml, its folder, or the name of a shipped learner (resources/learners/).
 A progress bar (on a terminal), one metric line per step, the owners' agreement per step, and at
@@ -30,8 +31,13 @@ def cmd_learn(args) -> int:
         bar.start()
         task = bar.add_task("learning", total=total)
 
+    said = []
+
     def on_step(rec):
         line = learning.step_line(rec, total)
+        if rec.paths and rec.paths != said:             # the owners' paths, once (and again if they change)
+            said[:] = rec.paths
+            line = "\n".join(f"owner {o}: {p}" for o, p in enumerate(rec.paths)) + "\n" + line
         if bar is not None:
             bar.console.print(line, highlight=False)
             bar.update(task, completed=rec.step)
@@ -43,7 +49,8 @@ def cmd_learn(args) -> int:
 
     try:
         out = learning.run(system, owners=args.owners, scheduler=args.scheduler, checkpoint=args.checkpoint,
-                           resume=args.resume, steps=total, on_step=on_step, on_event=on_event)
+                           resume=args.resume, steps=total, on_step=on_step, on_event=on_event,
+                           owner_device=args.owner_device)
     finally:
         if bar is not None:
             bar.stop()
@@ -67,4 +74,8 @@ def add_commands(sub) -> None:
     p.add_argument("--checkpoint", metavar="DIR", help="write a checkpoint here after every step")
     p.add_argument("--resume", action="store_true", help="continue from the checkpoint in --checkpoint DIR")
     p.add_argument("--steps", type=whole(1, 1_000_000, "a count"), metavar="N", help="the step to reach (default: [learner] steps)")
+    p.add_argument("--owner-device", choices=("cpu", "gpu", "auto"), default="cpu",
+                   help="where each owner computes its contributions and blocks of the tree: cpu (numpy, the "
+                        "default), gpu (its worker's device; refused where none) or auto (the device where one "
+                        "opens, else numpy); each step says which (docs/learner.md \"Owners on a device\")")
     p.set_defaults(fn=cmd_learn)

@@ -78,17 +78,19 @@ class Outcome:
 
 def run(system: System, *, owners: int | None = None, scheduler: str | None = None,
         checkpoint: str | Path | None = None, resume: bool = False, steps: int | None = None,
-        on_step=None, on_event=None, stop=None) -> Outcome:
+        on_step=None, on_event=None, stop=None, owner_device: str = "cpu") -> Outcome:
     """Train ``system`` to ``steps`` (default its own) on ``owners`` even shares (default its file's
     owners), on the Dask cluster at ``scheduler`` (default a local one, closed at the end). With
     ``checkpoint`` a checkpoint is written after every step; ``resume`` continues from it.
     ``on_step(StepRecord)`` and ``on_event(text)`` report as it goes; ``stop`` (a threading.Event)
-    ends the run after the step in flight. Other errors (a lost cluster, a bad checkpoint) raise."""
+    ends the run after the step in flight; ``owner_device``: where the owners compute (cpu, gpu, auto:
+    docs/learner.md "Owners on a device"). Other errors (a lost cluster, a bad checkpoint) raise."""
     from ..learner.owners import Disagreement
     from ..learner.run import learn as run_learner
     try:
         return Outcome(run_learner(system, owners=owners, scheduler=scheduler, checkpoint=checkpoint, resume=resume,
-                                   steps=steps, on_step=on_step, on_event=on_event, stop=stop))
+                                   steps=steps, on_step=on_step, on_event=on_event, stop=stop,
+                                   owner_device=owner_device))
     except Disagreement as e:
         return Outcome(None, e)
 
