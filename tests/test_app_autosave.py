@@ -90,7 +90,6 @@ def test_autosave_and_recovery_after_a_crash(qtbot, tmp_path, monkeypatch):
         win2.shutdown()
 
 
-@pytest.mark.slow
 def test_declined_recovery_is_set_aside_not_deleted(qtbot, tmp_path, monkeypatch):
     store = AutosaveStore()
     files, _ = read_folder(EXAMPLES / "windowed_median")

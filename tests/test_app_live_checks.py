@@ -82,7 +82,6 @@ def test_reference_syntax_error_at_its_line_and_column_as_you_type(qtbot, worker
     assert at(view.problems, "reference.py") == [] and ref.editor.markers == []
 
 
-@pytest.mark.slow
 def test_reference_import_error_is_found_in_the_sandbox_at_its_line(qtbot, workers, tmp_path):
     view, panel = make_view(qtbot, workers, create_from_template("stencil", tmp_path, "cd", "me"))
     settled(qtbot, view)

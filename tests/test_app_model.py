@@ -93,7 +93,6 @@ def test_save_goes_through_the_engine_and_loads_back(doc, tmp_path):
     assert ctx.trust.status(load_package(tmp_path / "other")).level == "untrusted"
 
 
-@pytest.mark.slow
 def test_receipts_proven_on_a_snapshot_follow_the_save(qtbot, doc, tmp_path):
     """A run on unsaved content proves its snapshot; the receipts live in the user folder keyed by
     content hash, so the saved package with exactly that content has them; other content does not."""

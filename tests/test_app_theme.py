@@ -285,7 +285,6 @@ def frame_contrast(host, widget) -> tuple[float, float]:
     return contrast(frame, QColor.fromRgb(inside)), contrast(frame, QColor.fromRgb(outside))
 
 
-@pytest.mark.slow
 def test_dark_theme_input_fields_keep_their_frames(qtbot, window):
     """A text field, a spin box and a check box under the dark theme chosen at run time: each one's
     frame stands 3:1 against its inside and its surroundings (WCAG's bar for a control's boundary).

@@ -66,7 +66,6 @@ def test_the_median_pipeline_trains_data_parallel_to_the_same_bits(setup, module
     assert all(r.agreed for r in r2.records)
 
 
-@pytest.mark.slow
 def test_a_workflow_without_a_loss_is_refused(setup, tmp_path):
     from studio.engine.errors import StudioError
     from studio.engine.learner.pipeline import WorkflowGradient

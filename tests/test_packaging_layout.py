@@ -2,6 +2,7 @@
 wheel as package data of studio (studio/resources, studio/resources/shaders): the package list in
 pyproject.toml names every code package under studio/ and the two data packages, and a checkout
 finds its resources beside studio/."""
+import subprocess
 import tomllib
 from pathlib import Path
 
@@ -39,3 +40,19 @@ def test_a_new_package_missing_from_the_list_is_found(tmp_path):
         (tmp_path / d / "__init__.py").write_text("")
     found = set(find_packages(str(tmp_path), include=["studio", "studio.*"]))
     assert found - set(declared()["packages"]) == {"studio.extra"}
+
+
+def broken_links(root: Path) -> list[str]:
+    tracked = subprocess.run(["git", "ls-files", "-s"], cwd=root, capture_output=True, text=True, check=True).stdout
+    links = [line.split("\t", 1)[1] for line in tracked.splitlines() if line.startswith("120000 ")]
+    return [p for p in links if not (root / p).exists()]
+
+
+def test_every_link_in_the_tree_resolves(tmp_path):
+    """A move leaves no link behind (the icon in packaging/ and examples/ point into resources/);
+    the control: a link whose target moved away is named."""
+    assert broken_links(REPO) == []
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    (tmp_path / "gone").symlink_to("nowhere/icon.svg")
+    subprocess.run(["git", "add", "gone"], cwd=tmp_path, check=True)
+    assert broken_links(tmp_path) == ["gone"]

@@ -6,13 +6,11 @@ import tomllib
 from dataclasses import dataclass
 
 from ..errors import StudioError
-from .toml_position import position
+from .toml_position import position, string_end
 
 _TOML_POS = re.compile(r"\(at line (\d+), column (\d+)\)")
 MAX_DEPTH = 32              # arrays and inline tables nested deeper are refused before parsing
 _SPECIAL = re.compile(r"[\[\]{}#\"'\n]")
-_STRING_END = {'"': re.compile(r'\\.|"|\n'), "'": re.compile(r"'|\n"),
-               '"""': re.compile(r'\\.|"""', re.S), "'''": re.compile(r"'''")}
 
 
 @dataclass
@@ -78,7 +76,7 @@ def nesting(text: str, limit: int = MAX_DEPTH) -> tuple[int, int, int]:
             end = text.find("\n", pos)
             pos = len(text) if end < 0 else end
         elif c in "\"'":
-            pos = _string_end(text, i, c * 3 if text.startswith(c * 3, i) else c)
+            pos = string_end(text, i)
             newlines = text.count("\n", i, pos)
             if newlines:
                 line, line_start = line + newlines, text.rfind("\n", i, pos) + 1
@@ -91,25 +89,6 @@ def nesting(text: str, limit: int = MAX_DEPTH) -> tuple[int, int, int]:
         else:
             depth = max(0, depth - 1)
     return deepest, *where
-
-
-def _string_end(text: str, i: int, quote: str) -> int:
-    """Where the string opening at ``i`` ends (just past its closing quote; at the line break of
-    an unterminated one-line string, which the parser then reports)."""
-    end = _STRING_END[quote]
-    pos = i + len(quote)
-    while (e := end.search(text, pos)) is not None:
-        token = e.group()
-        if token == "\n":
-            return e.start()
-        pos = e.end()
-        if token == quote:
-            if len(quote) == 3:                     # a closing run of up to five quotes ends it
-                for _ in range(2):
-                    if text.startswith(quote[0], pos):
-                        pos += 1
-            return pos
-    return len(text)
 
 
 def read_manifest(raw: bytes, file: str) -> Manifest:
