@@ -10,6 +10,7 @@ import dataclasses
 import numpy as np
 import pytest
 from learner_reference import bits, independent_run, independent_tree
+from test_learner_owners import placements             # the owner counts of the CPU path's tests
 
 from studio.engine.device.device import Device
 from studio.engine.errors import StudioError
@@ -183,15 +184,6 @@ def client():
     yield client
     client.close()
     cluster.close()
-
-
-def placements(n, rng):
-    yield "1 owner", [np.arange(n)]
-    yield "2 owners, uneven", [np.arange(0, 5), np.arange(5, n)]
-    yield "3 owners, one empty", [np.arange(0, n // 3), np.arange(0), np.arange(n // 3, n)]
-    a = rng.integers(0, 7, n)
-    a[:3] = 6
-    yield "7 owners, interleaved", [np.flatnonzero(a == o) for o in range(7)]
 
 
 @pytest.mark.slow
