@@ -4,6 +4,7 @@ ends use: the Studio's plots and the headless `scellis demo`. Qt lives here, so 
 imports this module (pyproject.toml's import-linter contracts)."""
 from __future__ import annotations
 
+import functools
 import io
 import os
 import tempfile
@@ -22,6 +23,61 @@ def qt_app():
     return QApplication.instance() or QApplication([])
 
 
+def plot_widget(*args, **kw):
+    """A ``pg.PlotWidget`` (same arguments) that owns every Qt object pyqtgraph makes for it.
+
+    pyqtgraph makes the view box's context menu, the "Plot Options" menu and the widget groups
+    behind them without a Qt parent. A Qt object made from Python without a parent belongs to its
+    Python wrapper: Qt deletes it only when Python frees the wrapper. Once the plot's window is
+    deleted those wrappers sit in reference cycles, so the menus live on until Python's cyclic
+    collector happens to run, and are deleted wherever that is. When the style or the theme
+    changes, Qt walks every widget of the application and calls into Python on the way; a
+    collection there deletes menus still on Qt's list, and Qt goes on into freed memory: a
+    segmentation fault (tests/test_app_lifetime.py). Parented to the plot, they go with it, in Qt.
+
+    pyqtgraph's own "Export…" entry is left out of the context menu: its dialog would be one more
+    parentless window, and the Studio's Export ▾ button writes the same formats."""
+    plot = _plot_class()(*args, **kw)
+    item = plot.getPlotItem()
+    view_menu = item.getViewBox().menu
+    for menu in (view_menu, item.ctrlMenu):
+        menu.setParent(plot, menu.windowFlags())          # (the flags keep it a pop-up)
+    for group in view_menu.widgetGroups:
+        group.setParent(view_menu)
+    item.stateGroup.setParent(plot)
+    plot.scene().contextMenu = []
+    return plot
+
+
+@functools.cache
+def _plot_class():
+    import pyqtgraph as pg
+    import shiboken6
+
+    class Plot(pg.PlotWidget):
+        def close(self):
+            """pyqtgraph's ``close`` takes the view box and the axes (with their labels) out of
+            the scene before it clears the scene, so they outlive it, parentless; deleted here."""
+            item = self.plotItem
+            if item is None:                                  # (closed before)
+                return super().close()
+            axes = [a["item"] for a in item.axes.values()]
+            loose = [item.getViewBox(), *axes, *(a.label for a in axes)]
+            super().close()
+            for o in loose:
+                if shiboken6.isValid(o) and o.scene() is None and o.parentItem() is None:
+                    shiboken6.delete(o)
+            return True
+    return Plot
+
+
+def orphans(plot) -> list:
+    """The Qt objects pyqtgraph made for ``plot`` that have no Qt parent (none from ``plot_widget``)."""
+    item = plot.getPlotItem()
+    view_menu = item.getViewBox().menu
+    return [o for o in (view_menu, item.ctrlMenu, item.stateGroup, *view_menu.widgetGroups) if o.parent() is None]
+
+
 def signal_plot(series: list[tuple], title: str, *, x_label: str | None = "sample", y_label: str | None = "value",
                 x_units: str | None = None, y_units: str | None = None, width: int = 1400, height: int = 500,
                 log_y: bool = False):
@@ -30,7 +86,7 @@ def signal_plot(series: list[tuple], title: str, *, x_label: str | None = "sampl
     and clipped to view; both axes labelled (a sample index and a value unless told otherwise)."""
     qt_app()
     import pyqtgraph as pg
-    w = pg.PlotWidget(background="w")
+    w = plot_widget(background="w")
     w.setTitle(title, color="k")
     for ax in ("left", "bottom", "top", "right"):
         w.getAxis(ax).setPen("k")
@@ -159,9 +215,24 @@ def export_plot(widget, path: str) -> None:
             import pyqtgraph.exporters as ex
             exporter = ex.ImageExporter(item)
             exporter.parameters()["width"] = max(int(widget.width()), 400)
-            exporter.export(tmp)
+            export_once(exporter, tmp)
         with open(tmp, "rb") as f:
             write_bytes(path, f.read())
+
+
+def export_once(exporter, path: str) -> None:
+    """Run a pyqtgraph exporter, then delete the Qt objects of its options: pyqtgraph's Parameters
+    are parentless QObjects that hold each other (parent ↔ child), which only Python's cyclic
+    collector would delete, at whatever moment it ran (see ``plot_widget``)."""
+    import shiboken6
+    try:
+        exporter.export(path)
+    finally:
+        tree = [exporter.params]
+        for param in tree:
+            tree.extend(param.childs)
+        for param in reversed(tree):
+            shiboken6.delete(param)
 
 
 def lay_out(widget) -> None:
@@ -210,6 +281,6 @@ def svg_export(item, path: str) -> None:
     with _SVG_LOCK:
         svgmod.correctCoordinates = tolerant
         try:
-            svgmod.SVGExporter(item).export(path)
+            export_once(svgmod.SVGExporter(item), path)
         finally:
             svgmod.correctCoordinates = original

@@ -117,17 +117,38 @@ def lifetime_warnings(messages) -> list[str]:
 
 
 @pytest.fixture(autouse=True)
-def _collect_qt_garbage(request):
-    """After each Studio test, run the deferred deletes and collect Python's cyclic garbage while
-    the test's windows are known to be gone. Left to chance, the collector runs in a later test's
-    event loop, and collecting a widget tree there has crashed PySide6 (a segfault in GC)."""
+def _no_qt_object_left_to_the_collector(request):
+    """After each Studio test its windows are deleted (the deferred deletes run); then any Qt object
+    still alive in Python's cyclic garbage that belongs to its Python wrapper (made from Python
+    without a Qt parent) fails the test. Only the collector would delete it, at whatever moment it
+    next ran: a collection while Qt walked its widgets freed pyqtgraph's menus still on Qt's list,
+    the segfault of issue 28 (studio/figures.py ``plot_widget``; controls in test_app_lifetime.py)."""
     yield
     if not request.node.module.__name__.startswith("test_app_"):
         return
-    import gc
-
     from PySide6.QtCore import QCoreApplication, QEvent
     if QCoreApplication.instance() is not None:
         QCoreApplication.sendPostedEvents(None, QEvent.Type.DeferredDelete)
         QCoreApplication.processEvents()
+    left = qt_objects_left_to_the_collector()
+    assert not left, "Qt objects that only Python's cyclic collector would delete:\n" + "\n".join(left)
+
+
+def qt_objects_left_to_the_collector() -> list[str]:
+    """Collect Python's cyclic garbage, naming each Qt object in it that is alive and owned by its
+    wrapper (freeing the garbage deletes them, here and now)."""
+    import gc
+
+    import shiboken6
+    from PySide6.QtCore import QObject
+    flags = gc.get_debug()
+    gc.set_debug(flags | gc.DEBUG_SAVEALL)           # the garbage kept whole in gc.garbage, to look at
+    try:
+        gc.collect()
+        left = [f"{type(o).__module__}.{type(o).__qualname__} {o.objectName()!r}" for o in gc.garbage
+                if isinstance(o, QObject) and shiboken6.isValid(o) and shiboken6.ownedByPython(o)]
+    finally:
+        gc.set_debug(flags)
+        gc.garbage.clear()
     gc.collect()
+    return sorted(left)

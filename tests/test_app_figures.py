@@ -193,6 +193,26 @@ def test_every_plot_has_labelled_axes_with_units_and_an_export_button(qtbot, tmp
         assert set(button.actions_by_format) == {"png", "svg", "csv"} and button.toolTip()
 
 
+def test_every_studio_plot_owns_its_menus(qtbot):
+    """Every plot the Studio makes comes from ``figures.plot_widget``: pyqtgraph's menus and widget
+    groups have the plot as their Qt parent (test_app_lifetime.py: what happened without)."""
+    from studio.app.learner_view import LearnerPanel
+    from studio.app.panels.gradcheck import GradcheckPanel
+    from studio.app.panels.run import RunPanel
+    from studio.app.panels.tune import TunePanel
+    from studio.app.workflow_view import WorkflowView
+    from studio.engine.resources import ROOT
+    from studio.figures import orphans
+    widgets = [RunPanel(10), GradcheckPanel(9), TunePanel(), LearnerPanel(),
+               WorkflowView(ROOT / "workflows" / "spike_removal.toml", workers=None)]
+    plots = []
+    for w in widgets:
+        qtbot.addWidget(w)
+        plots += _all_plots(w)
+    assert len(plots) >= 9
+    assert [(p.objectName(), [type(o).__name__ for o in orphans(p)]) for p in plots if orphans(p)] == []
+
+
 def test_run_plot_exports_png_svg_and_csv_with_a_header_and_every_series(qtbot, tmp_path):
     from studio.app.panels.run import RunPanel
     p = RunPanel(10)

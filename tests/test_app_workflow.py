@@ -182,9 +182,11 @@ def test_stop_ends_training(qtbot, window, tmp_path):
 def test_a_bad_workflow_file_is_a_studio_error_at_its_position(qtbot, tmp_path):
     bad = tmp_path / "bad.toml"
     bad.write_text('[workflow]\nname = "b"\n[steps.a]\nop = "core/signal/clip@1"\ninputs = { x = "nowhere" }\n')
+    workers = DeviceWorkers()
     with pytest.raises(StudioError) as e:
-        WorkflowView(bad, DeviceWorkers())
+        WorkflowView(bad, workers)
     assert e.value.format().startswith(f"{bad}:5:16 [steps.a.inputs.x]") and "dangling" in e.value.format()
+    workers.deleteLater()          # (the test's frame and the kept error hold each other: Qt deletes it)
 
 
 def test_a_workflow_tab_closes(qtbot, window, tmp_path):

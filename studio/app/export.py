@@ -4,6 +4,7 @@ included). PNG and SVG paint on the GUI thread (they render the plot); a CSV's f
 write go to the background pool when one is given (a million-sample plot takes seconds)."""
 from __future__ import annotations
 
+import weakref
 from pathlib import Path
 
 from PySide6.QtCore import Signal
@@ -28,7 +29,8 @@ class PlotExportButton(QToolButton):
 
     def __init__(self, plot, name: str, background=None, parent=None):
         super().__init__(parent)
-        self.plot, self.name, self.background = plot, name, background
+        self._plot = weakref.ref(plot)        # (the plot holds its button: no cycle for the collector)
+        self.name, self.background = name, background
         self.setText("Export ▾")
         self.setObjectName(f"export_{name}")
         self.setToolTip("Export this plot: PNG, SVG (vector) or CSV (every plotted series, with a header)")
@@ -42,6 +44,10 @@ class PlotExportButton(QToolButton):
             self.actions_by_format[fmt] = a
         self.setMenu(menu)
         self.last_dir = str(Path.home())
+
+    @property
+    def plot(self):
+        return self._plot()
 
     def choose(self, fmt: str) -> None:
         path, _ = QFileDialog.getSaveFileName(self, f"Export {self.name} as {fmt.upper()}",

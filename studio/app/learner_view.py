@@ -93,7 +93,8 @@ class LearnerPanel(QWidget):
         self.warning.setProperty("warn", True)           # the warning colour, from the app style sheet
         self.warning.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         lay.addWidget(self.warning)
-        self.plot = pg.PlotWidget(title="|mean contribution| per step")
+        from ..figures import plot_widget
+        self.plot = plot_widget(title="|mean contribution| per step")
         self.plot.setMinimumHeight(140)
         self.plot.showGrid(x=True, y=True, alpha=0.2)
         self.plot.setLabel("bottom", "step")

@@ -7,6 +7,7 @@ they always did, and write back through the one setter. Everything else is the m
 editing, saving and reloading happen there, and nothing here decides anything."""
 from __future__ import annotations
 
+import weakref
 from pathlib import Path
 
 from PySide6.QtCore import QObject, Signal
@@ -29,10 +30,17 @@ class OpDocument(QObject):
         super().__init__()
         self.model = model if model is not None else Document(files or {}, path, doc_id=doc_id, binary=binary,
                                                               saved=saved, read_only=read_only)
-        self.model.subscribe("changed", self.changed.emit)
-        self.model.subscribe("dirty", self.dirtyChanged.emit)
-        self.model.subscribe("path", self.pathChanged.emit)
-        self.model.subscribe("edited", self.contentEdited.emit)
+        me = weakref.ref(self)       # the model holds no reference back: no cycle for the collector
+
+        def relay(signal: str):
+            def emit(*args):
+                doc = me()
+                if doc is not None:
+                    getattr(doc, signal).emit(*args)
+            return emit
+        for event, signal in (("changed", "changed"), ("dirty", "dirtyChanged"), ("path", "pathChanged"),
+                              ("edited", "contentEdited")):
+            self.model.subscribe(event, relay(signal))
 
     # ------------------------------------------------------------------ the model's state
     doc_id = property(lambda self: self.model.doc_id)

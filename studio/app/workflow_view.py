@@ -35,8 +35,8 @@ PLOT_SAMPLES = 4000
 
 def _plot(title: str = "", x_label: str = "sample", y_label: str = "value", *, x_units: str | None = "index",
           y_units: str | None = None) -> pg.PlotWidget:
-    from ..figures import label_axes
-    w = pg.PlotWidget(title=title)
+    from ..figures import label_axes, plot_widget
+    w = plot_widget(title=title)
     w.setMinimumHeight(160)
     w.getPlotItem().setDownsampling(auto=True, mode="peak")
     w.getPlotItem().setClipToView(True)
@@ -109,11 +109,13 @@ class WorkflowView(QWidget):
     """A workflow file's notebook tab."""
 
     def __init__(self, path: str | Path, workers, *, ctx=None, out_dir: str | Path | None = None, parent=None):
+        # a StudioError with file:line:col on a bad file, raised before any Qt object is made (a kept
+        # error would keep a half-made widget); each step's badge from the catalog (no device)
+        wf = outline(Path(path).resolve(), ctx, strict=False)
         super().__init__(parent)
         self.path = Path(path).resolve()
         self.workers, self.ctx = workers, ctx
-        # a StudioError with file:line:col on a bad file; each step's badge from the catalog (no device)
-        self.wf = outline(self.path, ctx, strict=False)
+        self.wf = wf
         self.out_dir = Path(out_dir) if out_dir is not None else self.path.parent
         self.job = None
         self.result: dict | None = None

@@ -55,7 +55,9 @@ def toml_error(text: str, file: str = MANIFEST) -> StudioError | None:
     try:
         read_manifest(text.encode("utf-8"), file)
     except StudioError as e:
-        return e
+        # kept on the document: without its traceback and chain, which hold every caller's frame
+        e.__cause__ = e.__context__ = None
+        return e.with_traceback(None)
     return None
 
 
@@ -64,7 +66,9 @@ def contract_problem(text: str) -> StudioError | None:
     try:
         build_contract(read_manifest(text.encode("utf-8"), MANIFEST))
     except StudioError as e:
-        return e
+        # kept on the document: without its traceback and chain, which hold every caller's frame
+        e.__cause__ = e.__context__ = None
+        return e.with_traceback(None)
     return None
 
 

@@ -100,8 +100,8 @@ class GradcheckPanel(JobPanel):
         self.verdict.setWordWrap(True)
         self.body_layout.addWidget(self.verdict)
         split = QSplitter(Qt.Orientation.Horizontal)
-        from ...figures import label_axes
-        self.plot = pg.PlotWidget()
+        from ...figures import label_axes, plot_widget
+        self.plot = plot_widget()
         self.plot.setObjectName("gradcheck_plot")
         label_axes(self.plot, "analytic: the declared VJP", "numeric: central differences (f64)",
                    x_units=X_LABEL, y_units=Y_LABEL_UNITS)

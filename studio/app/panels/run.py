@@ -32,8 +32,8 @@ Y_LABEL, Y_UNITS = "value", "signal units"
 
 
 def make_plot(title: str = "") -> pg.PlotWidget:
-    from ...figures import label_axes
-    w = pg.PlotWidget(title=title)
+    from ...figures import label_axes, plot_widget
+    w = plot_widget(title=title)
     w.setObjectName("run_plot")
     w.addLegend(offset=(10, 10))
     w.showGrid(x=True, y=True, alpha=0.25)

@@ -88,7 +88,8 @@ class TunePanel(QWidget):
         self.run_button.clicked.connect(self.run)
         top.addWidget(self.run_button)
         lay.addLayout(top)
-        self.plot = pg.PlotWidget(title="time per candidate (failing candidates: red, never timed)")
+        from ...figures import plot_widget
+        self.plot = plot_widget(title="time per candidate (failing candidates: red, never timed)")
         self.plot.setMinimumHeight(160)
         self.plot.showGrid(x=False, y=True, alpha=0.2)
         self.plot.setLabel("left", "ms (sum over sizes)")
