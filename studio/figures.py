@@ -37,16 +37,23 @@ def plot_widget(*args, **kw):
 
     pyqtgraph's own "Export…" entry is left out of the context menu: its dialog would be one more
     parentless window, and the Studio's Export ▾ button writes the same formats."""
+    from PySide6.QtWidgets import QWidget
     plot = _plot_class()(*args, **kw)
-    item = plot.getPlotItem()
-    view_menu = item.getViewBox().menu
-    for menu in (view_menu, item.ctrlMenu):
-        menu.setParent(plot, menu.windowFlags())          # (the flags keep it a pop-up)
-    for group in view_menu.widgetGroups:
-        group.setParent(view_menu)
-    item.stateGroup.setParent(plot)
+    for obj, parent in _parentless(plot):
+        if isinstance(obj, QWidget):
+            obj.setParent(parent, obj.windowFlags())      # (the flags keep a menu a pop-up)
+        else:
+            obj.setParent(parent)
     plot.scene().contextMenu = []
     return plot
+
+
+def _parentless(plot) -> list[tuple]:
+    """Each Qt object pyqtgraph makes for ``plot`` without a parent, with the parent it gets here."""
+    item = plot.getPlotItem()
+    view_menu = item.getViewBox().menu
+    return [(view_menu, plot), (item.ctrlMenu, plot), (item.stateGroup, plot),
+            *((group, view_menu) for group in view_menu.widgetGroups)]
 
 
 @functools.cache
@@ -73,9 +80,7 @@ def _plot_class():
 
 def orphans(plot) -> list:
     """The Qt objects pyqtgraph made for ``plot`` that have no Qt parent (none from ``plot_widget``)."""
-    item = plot.getPlotItem()
-    view_menu = item.getViewBox().menu
-    return [o for o in (view_menu, item.ctrlMenu, item.stateGroup, *view_menu.widgetGroups) if o.parent() is None]
+    return [obj for obj, _ in _parentless(plot) if obj.parent() is None]
 
 
 def signal_plot(series: list[tuple], title: str, *, x_label: str | None = "sample", y_label: str | None = "value",

@@ -168,9 +168,15 @@ def test_svg_export_of_the_gradcheck_scatter(qtbot, tmp_path):
                for cx, cy in crosses)
 
 
-def _all_plots(widget):
+def _plots_of(qtbot, widgets: list) -> list:
+    """Every plot inside ``widgets`` (handed to qtbot, which closes them; the caller's list keeps
+    them alive: qtbot holds them weakly)."""
     import pyqtgraph as pg
-    return widget.findChildren(pg.PlotWidget)
+    plots = []
+    for w in widgets:
+        qtbot.addWidget(w)
+        plots += w.findChildren(pg.PlotWidget)
+    return plots
 
 
 def test_every_plot_has_labelled_axes_with_units_and_an_export_button(qtbot, tmp_path):
@@ -178,12 +184,8 @@ def test_every_plot_has_labelled_axes_with_units_and_an_export_button(qtbot, tmp
     from studio.app.panels.run import RunPanel
     from studio.app.workflow_view import WorkflowView
     from studio.engine.resources import ROOT
-    widgets = [RunPanel(10), GradcheckPanel(9),
-               WorkflowView(ROOT / "workflows" / "spike_removal.toml", workers=None)]
-    plots = []
-    for w in widgets:
-        qtbot.addWidget(w)
-        plots += _all_plots(w)
+    widgets = [RunPanel(10), GradcheckPanel(9), WorkflowView(ROOT / "workflows" / "spike_removal.toml", workers=None)]
+    plots = _plots_of(qtbot, widgets)
     assert len(plots) >= 4
     for plot in plots:
         for side in ("bottom", "left"):
@@ -205,10 +207,7 @@ def test_every_studio_plot_owns_its_menus(qtbot):
     from studio.figures import orphans
     widgets = [RunPanel(10), GradcheckPanel(9), TunePanel(), LearnerPanel(),
                WorkflowView(ROOT / "workflows" / "spike_removal.toml", workers=None)]
-    plots = []
-    for w in widgets:
-        qtbot.addWidget(w)
-        plots += _all_plots(w)
+    plots = _plots_of(qtbot, widgets)
     assert len(plots) >= 9
     assert [(p.objectName(), [type(o).__name__ for o in orphans(p)]) for p in plots if orphans(p)] == []
 

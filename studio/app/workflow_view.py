@@ -111,9 +111,10 @@ class WorkflowView(QWidget):
     def __init__(self, path: str | Path, workers, *, ctx=None, out_dir: str | Path | None = None, parent=None):
         # a StudioError with file:line:col on a bad file, raised before any Qt object is made (a kept
         # error would keep a half-made widget); each step's badge from the catalog (no device)
-        wf = outline(Path(path).resolve(), ctx, strict=False)
+        path = Path(path).resolve()
+        wf = outline(path, ctx, strict=False)
         super().__init__(parent)
-        self.path = Path(path).resolve()
+        self.path = path
         self.workers, self.ctx = workers, ctx
         self.wf = wf
         self.out_dir = Path(out_dir) if out_dir is not None else self.path.parent

@@ -55,10 +55,15 @@ def toml_error(text: str, file: str = MANIFEST) -> StudioError | None:
     try:
         read_manifest(text.encode("utf-8"), file)
     except StudioError as e:
-        # kept on the document: without its traceback and chain, which hold every caller's frame
-        e.__cause__ = e.__context__ = None
-        return e.with_traceback(None)
+        return _to_keep(e)
     return None
+
+
+def _to_keep(e: StudioError) -> StudioError:
+    """The error without its traceback and chain, which hold every caller's frame (it is kept on
+    the document, and a frame there is the Qt document being built: a cycle)."""
+    e.__cause__ = e.__context__ = None
+    return e.with_traceback(None)
 
 
 def contract_problem(text: str) -> StudioError | None:
@@ -66,9 +71,7 @@ def contract_problem(text: str) -> StudioError | None:
     try:
         build_contract(read_manifest(text.encode("utf-8"), MANIFEST))
     except StudioError as e:
-        # kept on the document: without its traceback and chain, which hold every caller's frame
-        e.__cause__ = e.__context__ = None
-        return e.with_traceback(None)
+        return _to_keep(e)
     return None
 
 
