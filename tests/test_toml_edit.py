@@ -6,7 +6,7 @@ import difflib
 import tomllib
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from studio.engine.contract.toml_edit import set_value, set_values
@@ -106,6 +106,7 @@ def test_text_that_is_not_toml_is_refused_at_its_position():
 
 @settings(max_examples=60, deadline=None)
 @given(st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=40))
+@example("\r\n")                      # (a raw carriage return in a multi-line string did not read back)
 def test_any_text_reads_back_exactly(value):
     text = 'id = "user/a/b@1"  # keep me\n[bindings]\ntext = """\nA\n"""\n'
     out = set_values(text, {"bindings.text": value, "summary": value})

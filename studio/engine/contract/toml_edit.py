@@ -129,7 +129,9 @@ def _apply(data: dict, keys: list[str], value) -> dict:
 def _item(value, old):
     """``value`` as a tomlkit item, in the style a person writes (and that ``old`` had)."""
     if isinstance(value, str):
-        if "\n" in value:       # a text: opening quotes on their own line, as the shipped ops write it
+        # a text: opening quotes on their own line, as the shipped ops write it (not with a carriage
+        # return: tomlkit writes it raw, and it reads back as part of a line break; escaped below)
+        if "\n" in value and "\r" not in value:
             raw = String.from_raw(value, StringType.MLB).as_string()[3:-3]
             # tomlkit itself writes the trimmed newline when the text starts with one
             return String(StringType.MLB, value, raw if value.startswith("\n") else "\n" + raw, Trivia())
