@@ -10,13 +10,19 @@ What counts. Coverage follows every Python process the lane starts with the envi
 inherits: the device worker (multiprocessing's spawn), the Dask workers of sharding, and the
 ``scellis`` commands the CLI tests run (``[run] patch = subprocess``, ``sigterm = true``). It
 does not follow the confined reference hosts: the pool starts them with a scrubbed environment
-and they may not write outside their temporary folder. The two modules that run only there
-(``HOST_ONLY``: ``studio/engine/trust/host.py`` and ``seccomp.py``) count as touched when the
-engine waited for a started host to answer that it is ready (``pool.py``'s ``_wait_ready`` ran).
+and they may not write outside their temporary folder. The modules that run only there
+(``HOST_ONLY``: ``studio/engine/trust/host.py``, ``seccomp.py``, ``namespaces.py``) count as touched
+when the engine waited for a started host to answer that it is ready (``pool.py``'s ``_wait_ready`` ran).
 Op packages under ``resources`` folders are data, not modules, and are not judged.
 
     .venv/bin/python scripts/fast_lane_coverage.py              # the fast lane, whole repository
     .venv/bin/python scripts/fast_lane_coverage.py -- -x         # extra arguments go to pytest
+    .venv/bin/python scripts/fast_lane_coverage.py --result R.json -- -n 2   # ./test.sh's first lane
+
+``./test.sh`` runs the whole suite as two lanes: this script (the fast lane under coverage, whose
+data is this check) and then the slow lane, so no test runs twice. ``--result`` writes the
+verdict as JSON, which the slow lane's ``test_the_fast_lane_touches_every_module_of_studio``
+reads instead of running the lane a second time.
 
 Exit status: 0 every module touched and the lane passed; 1 a module untouched or the lane
 failed; 2 a usage error.
@@ -25,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import json
 import os
 import subprocess
 import sys
@@ -39,7 +46,8 @@ REPO = Path(__file__).resolve().parents[1]
 # docstring): each counts as touched when the function of its launcher that waits for the started
 # host's "ready" ran, i.e. the host program, with its system-call filter, started and answered.
 HOST_ONLY = {"studio/engine/trust/host.py": ("studio/engine/trust/pool.py", "_wait_ready"),
-             "studio/engine/trust/seccomp.py": ("studio/engine/trust/pool.py", "_wait_ready")}
+             "studio/engine/trust/seccomp.py": ("studio/engine/trust/pool.py", "_wait_ready"),
+             "studio/engine/trust/namespaces.py": ("studio/engine/trust/pool.py", "_wait_ready")}
 
 
 def modules(package: Path) -> list[Path]:
@@ -130,6 +138,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--package", default=str(REPO / "studio"), help="the package whose modules are judged")
     ap.add_argument("--cwd", default=str(REPO), help="where pytest runs (its configuration is read there)")
     ap.add_argument("-m", "--marker", default="not slow", help='the lane, as a pytest -m expression')
+    ap.add_argument("--result", help="also write the verdict here as JSON (./test.sh's record)")
     ap.add_argument("pytest_args", nargs="*", help="more arguments for pytest (after --)")
     args = ap.parse_args(argv)
     package, cwd = Path(args.package), Path(args.cwd)
@@ -156,6 +165,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {m}", file=sys.stderr)
     if rc != 0:
         print(f"fast_lane_coverage: the lane failed under coverage (pytest exit status {rc})", file=sys.stderr)
+    if args.result:
+        verdict = {"marker": args.marker, "pytest_rc": rc, "modules": total, "untouched": missed,
+                   "seconds": round(took, 1)}
+        Path(args.result).write_text(json.dumps(verdict), encoding="utf-8")
     if missed or rc != 0:
         return 1
     print(f"fast_lane_coverage: all {total} modules touched by the lane -m \"{args.marker}\" "

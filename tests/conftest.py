@@ -15,7 +15,10 @@ MEDIAN = EXAMPLES / "windowed_median"
 
 
 def pytest_configure(config):
-    """The suite never runs on wgpu's OpenGL backend: its compute results are wrong (issue 9)."""
+    """The suite never runs on wgpu's OpenGL backend: its compute results are wrong. Every run
+    reports its time against the budget in pyproject.toml (tests/suite_budget.py)."""
+    from suite_budget import SuiteClock
+    config.pluginmanager.register(SuiteClock(config), "scellis_suite_budget")
     config.addinivalue_line("markers", "lifetime_warnings_expected: a Studio test that provokes Qt's "
                                        "object-lifetime warnings on purpose (the check's own control)")
     if os.environ.get("SCELLIS_ALLOW_OPENGL"):
@@ -122,10 +125,15 @@ def _no_qt_object_left_to_the_collector(request):
     still alive in Python's cyclic garbage that belongs to its Python wrapper (made from Python
     without a Qt parent) fails the test. Only the collector would delete it, at whatever moment it
     next ran: a collection while Qt walked its widgets freed pyqtgraph's menus still on Qt's list,
-    the segfault of issue 28 (studio/figures.py ``plot_widget``; controls in test_app_lifetime.py)."""
-    yield
+    the segfault of issue 28 (studio/figures.py ``plot_widget``; controls in test_app_lifetime.py).
+    Before the test, the garbage an earlier test of another kind left (a headless export in the same
+    pytest-xdist worker) is collected at this calm moment, so the check judges this test alone."""
     if not request.node.module.__name__.startswith("test_app_"):
+        yield
         return
+    import gc
+    gc.collect()
+    yield
     from PySide6.QtCore import QCoreApplication, QEvent
     if QCoreApplication.instance() is not None:
         QCoreApplication.sendPostedEvents(None, QEvent.Type.DeferredDelete)

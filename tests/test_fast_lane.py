@@ -3,6 +3,7 @@ scripts/fast_lane_coverage.py runs it under coverage and names each module none 
 bodies ran. Its own controls run it on a small project of their own; the real check runs the whole
 lane, so it is in the slow lane (CI)."""
 import importlib.util
+import json
 import os
 import re
 import subprocess
@@ -91,8 +92,16 @@ def _run(project: Path, *args: str) -> subprocess.CompletedProcess:
 
 def test_the_checker_names_each_module_the_lane_does_not_reach(tmp_path):
     _write(tmp_path, PROJECT)
-    res = _run(tmp_path)
+    result = tmp_path / "verdict.json"
+    res = _run(tmp_path, "--result", str(result))
     assert res.returncode == 1, res.stdout + res.stderr
+    # the --result file says what it printed: the verdict the whole suite's slow lane reads
+    verdict = json.loads(result.read_text())
+    assert verdict_failures(verdict) == ["untouched: pkg/imported_only.py", "untouched: pkg/unreached.py"]
+    assert verdict_failures({**verdict, "untouched": [], "pytest_rc": 1}) == ["the lane failed (pytest exit status 1)"]
+    assert verdict_failures({**verdict, "untouched": [], "marker": "slow"}) == \
+        ["the lane was -m 'slow', not the fast lane"]
+    assert verdict_failures({**verdict, "untouched": []}) == []
     named = {line.strip() for line in res.stderr.splitlines() if re.fullmatch(r"  \S+\.py", line)}
     # imported but no function body ran; never imported (its test is slow); the worker's module counts,
     # and so does a module of constants that was imported; op data under resources/ is not judged
@@ -131,7 +140,7 @@ def test_the_host_only_modules_count_when_a_host_answered_ready():
     ready = checker.body_lines(pool.read_text(), "_wait_ready")
     assert ready and ready < checker.body_lines(pool.read_text())
     others = checker.body_lines(pool.read_text()) - ready
-    host_only = {"studio/engine/trust/host.py", "studio/engine/trust/seccomp.py"}
+    host_only = {"studio/engine/trust/host.py", "studio/engine/trust/seccomp.py", "studio/engine/trust/namespaces.py"}
     assert host_only <= set(checker.untouched(studio, {str(pool.resolve()): others}))   # the pool, but no host
     assert not host_only & set(checker.untouched(studio, {str(pool.resolve()): {min(ready)}}))
 
@@ -145,5 +154,23 @@ def test_a_missing_package_is_a_usage_error(tmp_path, capsys):
 @pytest.mark.slow
 @pytest.mark.timeout(3600)
 def test_the_fast_lane_touches_every_module_of_studio():
+    """./test.sh ran the fast lane under coverage as its first lane and names the checker's verdict in
+    SCELLIS_FAST_LANE_RESULT: the lane is judged on that run, not run a second time. Run any other way,
+    the test runs the checker itself."""
+    result = os.environ.get("SCELLIS_FAST_LANE_RESULT")
+    if result:
+        verdict = json.loads(Path(result).read_text(encoding="utf-8"))
+        assert verdict_failures(verdict) == [], verdict
+        return
     res = subprocess.run([sys.executable, str(SCRIPT)], cwd=REPO, capture_output=True, text=True, timeout=3500)
     assert res.returncode == 0, res.stderr[-4000:]
+
+
+def verdict_failures(verdict: dict) -> list[str]:
+    """What the checker's recorded verdict says went wrong (empty: the fast lane passed, every module touched)."""
+    out = [f"untouched: {m}" for m in verdict["untouched"]]
+    if verdict["marker"] != "not slow":
+        out.append(f"the lane was -m {verdict['marker']!r}, not the fast lane")
+    if verdict["pytest_rc"] != 0:
+        out.append(f"the lane failed (pytest exit status {verdict['pytest_rc']})")
+    return out

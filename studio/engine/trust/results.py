@@ -1,7 +1,10 @@
 """Cached reference results: what an op's Python reference answered, keyed by its reference hash
-(code.py: the files its confined process receives), the reference file, the function and a digest
-of the arguments (every array's dtype, shape and bytes, every number). A kernel edit changes none
-of these, so conformance after a kernel edit asks the reference nothing (docs/performance.md).
+(code.py: the files its confined process receives, the reference file's path and bytes and the
+``[reference]`` table of op.toml), the reference file, the function and a digest of the arguments
+(every array's dtype, shape and bytes, every number). So a result is found again only for the same
+Python, never for another package's reference that merely has the same file name. A kernel edit
+changes none of these, so conformance after a kernel edit asks the reference nothing
+(docs/performance.md).
 
 Two levels: memory (bounded, MEMORY_BYTES, least recently used first out) and the user folder
 (``cache/reference/<reference hash>/``, studio/engine/records/places.py). On disk an entry lives in
@@ -26,6 +29,7 @@ import io
 import json
 import os
 import secrets
+import zipfile
 from collections import OrderedDict
 from pathlib import Path
 
@@ -42,6 +46,7 @@ from ..records.writer import write_record
 SCHEMA = "scellis-reference-results/1"
 MEMORY_BYTES = 512 << 20        # results kept in this process
 DISK_BYTES = 1 << 30            # per reference hash in the user folder; the oldest packs go first
+OPEN_PACKS = 16                 # packs kept open for reading in this process
 ENTRY_MAX_BYTES = 64 << 20      # a larger result stays in memory only
 INDEX_MAX_BYTES = 16 << 20
 VERDICTS = 256
@@ -78,7 +83,7 @@ def _arg_digest(h, value) -> bool:
 
 def result_key(code: str, reference_file: str, fn: str, kwargs: dict) -> str | None:
     """The cache key of one call, or None when an argument cannot be keyed (then nothing is cached)."""
-    h = hashlib.sha256(b"scellis-reference-call/1\0" + f"{code}\0{reference_file}\0{fn}\0".encode())
+    h = hashlib.sha256(b"scellis-reference-call/2\0" + f"{code}\0{reference_file}\0{fn}\0".encode())
     return h.hexdigest() if _arg_digest(h, dict(kwargs)) else None
 
 
@@ -150,6 +155,7 @@ class ResultCache:
         self._pending: dict[str, dict[str, object]] = {}        # reference hash -> key -> value
         self._index: dict[str, dict[str, tuple[Path, dict, list, int]]] = {}   # reference hash -> key -> entry
         self._verdicts: OrderedDict[tuple, object] = OrderedDict()
+        self._packs: OrderedDict[Path, object] = OrderedDict()   # open packs: a zip's directory is read once
         self.hits = self.disk_hits = self.misses = 0
         self.refused: list[str] = []          # why an entry on disk was not used
 
@@ -208,6 +214,7 @@ class ResultCache:
     def _refuse(self, why: str, *paths: Path) -> None:
         self.refused.append(why)
         for p in paths:
+            self._close(p)
             try:
                 p.unlink()
             except OSError:
@@ -258,9 +265,10 @@ class ResultCache:
             return None
         pack, struct, digests, first = entry
         try:
-            with np.load(pack, allow_pickle=False) as z:
-                arrays = [z[f"a{first + i}"] for i in range(len(digests))]
-        except (OSError, ValueError, KeyError, EOFError) as e:
+            z = self._open(pack)
+            arrays = [z[f"a{first + i}"] for i in range(len(digests))]
+        except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as e:
+            self._close(pack)
             self._index[code].pop(key, None)
             self._refuse(f"{pack}: unreadable ({e})")
             return None
@@ -277,7 +285,27 @@ class ResultCache:
             self._refuse(f"{pack}: malformed entry ({e})")
             return None
 
+    def _open(self, pack: Path):
+        """The pack, opened once and kept (the few most recent): numpy reads a zip's whole directory at
+        every open, which cost 12 ms a lookup in a pack of thousands of arrays. A pack is never
+        rewritten (each flush writes a new name), and every array read is checked against its sealed
+        digest, so a kept handle reads what the sealed index describes or is refused."""
+        z = self._packs.get(pack)
+        if z is not None:
+            self._packs.move_to_end(pack)
+            return z
+        z = self._packs[pack] = np.load(pack, allow_pickle=False)
+        while len(self._packs) > OPEN_PACKS:
+            self._packs.popitem(last=False)[1].close()
+        return z
+
+    def _close(self, pack: Path) -> None:
+        z = self._packs.pop(pack, None)
+        if z is not None:
+            z.close()
+
     def _drop_pack(self, code: str, pack: Path) -> None:
+        self._close(pack)
         index = self._index.get(code, {})
         for k in [k for k, e in index.items() if e[0] == pack]:
             del index[k]
@@ -338,6 +366,7 @@ class ResultCache:
             if total <= DISK_BYTES:
                 break
             total -= p.stat().st_size
+            self._close(p)
             for q in (p, p.with_suffix(".json")):
                 try:
                     q.unlink()
