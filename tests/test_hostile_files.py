@@ -271,8 +271,8 @@ def test_json_strings_are_not_nesting():
 def _receipt(pkg, profile_id: str) -> dict:
     """A receipt as conformance writes it, for the checks that read it (no device needed: the
     corpus is regenerated from the signature, which is exactly what verify_receipt does)."""
-    from studio.engine.proof.corpus import generate
-    corpus = generate(pkg.contract.signature, seed=0)
+    from studio.engine.proof.corpus import SEEDS, generate
+    corpus = generate(pkg.contract.signature, seed=0, seeds=SEEDS)
     return _sealed(
         {"schema": "scellis-receipt/1", "op": pkg.id, "hashes": {**pkg.part_hashes(), "corpus": corpus.hash},
          "corpus": {**corpus.identity, "cases": len(corpus.cases)}, "tolerance": str(pkg.contract.tolerance),
@@ -579,7 +579,7 @@ INPUTS = {   # file -> what the message says (beside the file's name)
     "strings.npy": "text", "struct.npy": "records", "complex.npy": "complex numbers",
     "datetime.npy": "dates and times", "objects.npy": "Python objects", "nan.npy": "x[3] = nan is not finite",
     "inf.npy": "x[5] = inf is not finite", "truncated.npy": "truncated", "junk.npy": "no valid .npy header",
-    "bad.csv": "could not convert", "fifo.npy": "FIFO", "folder.npy": "folder",
+    "bad.csv": "a value is not a number", "fifo.npy": "FIFO", "folder.npy": "folder",
 }
 
 

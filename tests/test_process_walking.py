@@ -172,7 +172,7 @@ def test_nothing_else_reads_proc():
     found = set()
     for py in sorted(STUDIO.rglob("*.py")):
         rel = str(py.relative_to(STUDIO))
-        if rel != "engine/trust/host.py":
+        if rel not in ("engine/trust/host.py", "engine/trust/namespaces.py"):     # the confined host's own
             found |= proc_reads(py, rel)
     assert _innermost(found) == ALLOWED
 

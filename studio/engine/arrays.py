@@ -37,6 +37,16 @@ _CHUNK = 1 << 20                  # elements checked at a time (bounded extra me
 _HINT = "a .npy saved by numpy (np.save), or numbers in a .csv"
 
 
+def available_memory() -> int:
+    """Bytes of memory this machine has available now (psutil: MemAvailable on Linux): what a
+    learner's vectors and a workflow's values are planned against before anything is allocated."""
+    import psutil
+    try:
+        return int(psutil.virtual_memory().available)
+    except (psutil.Error, OSError, RuntimeError):
+        return 1 << 34
+
+
 def file_kind(mode: int) -> str:
     """'a FIFO (named pipe)', 'a character device', ... for a stat mode (for messages)."""
     for test, what in ((stat.S_ISREG, "a regular file"), (stat.S_ISDIR, "a folder"), (stat.S_ISLNK, "a symlink"),
@@ -45,6 +55,32 @@ def file_kind(mode: int) -> str:
         if test(mode):
             return what
     return "a special file"
+
+
+def input_beneath(base: str | Path, rel: str) -> Path:
+    """A file that a shared file (a workflow, a learner) names as an input: a relative path with no
+    ``..``, no ``~`` and no drive, beneath ``base`` (that file's folder), and no part of it a
+    symlink, so what is read is a file of that folder and never one a link leads to (the seal
+    key, a credentials file). Its type (a regular file, never a FIFO or a device) is the reader's
+    check. A StudioError without a position: the caller names the field."""
+    parts = rel.replace("\\", "/").split("/")
+    if (not rel.strip() or rel.startswith(("/", "~")) or "\0" in rel or Path(rel).is_absolute()
+            or ".." in parts or re.match(r"[A-Za-z]:", rel)):
+        raise StudioError(f"'{rel[:200]}' is not a path inside the folder of the file that names it",
+                          hint="a relative path without '..', e.g. \"data/signal.npy\"; copy the input there")
+    p = Path(base)
+    names = [q for q in parts if q not in ("", ".")]
+    for k, part in enumerate(names):
+        p = p / part
+        try:
+            st = os.lstat(p)
+        except (OSError, ValueError):
+            break                              # missing: the reader says so
+        if stat.S_ISLNK(st.st_mode):
+            how = "is a symlink" if k == len(names) - 1 else f"goes through a symlink ({'/'.join(names[:k + 1])})"
+            raise StudioError(f"'{rel[:200]}' {how}: an input is read only from a regular file of the folder "
+                              "itself", file=str(p), hint="replace the symlink by the file itself (a copy)")
+    return Path(base) / rel
 
 
 def _open_regular(path: Path) -> tuple[int, os.stat_result]:
@@ -83,7 +119,8 @@ def _npy_header(f, path: Path) -> tuple[tuple[int, ...], bool, np.dtype]:
         raise StudioError("the file is an .npz archive (several arrays), not one array", file=str(path),
                           hint="save the one array with np.save(path, a), or take it out: np.load(npz)['name']")
     if not head.startswith(_NPY_MAGIC) or len(head) < 8:
-        raise StudioError(f"the file is not a .npy file (it starts with {head[:8]!r})", file=str(path), hint=_HINT)
+        raise StudioError("the file is not a .npy file (it does not start with numpy's magic bytes)", file=str(path),
+                          hint=_HINT)            # never its bytes: they may be anyone's secret
     version = (head[6], head[7])
     try:
         if version == (1, 0):
@@ -92,12 +129,28 @@ def _npy_header(f, path: Path) -> tuple[tuple[int, ...], bool, np.dtype]:
             shape, fortran, dtype = np.lib.format.read_array_header_2_0(f)
         else:
             raise ValueError(f".npy format version {version[0]}.{version[1]} (1.0 and 2.0 hold arrays of numbers)")
-    except (ValueError, EOFError, OSError, SyntaxError) as e:
-        raise StudioError(f"the file has no valid .npy header: {e}", file=str(path),
+    except (ValueError, EOFError, OSError, SyntaxError) as e:      # numpy's message quotes the header: not shown
+        raise StudioError(f"the file has no valid .npy header ({_header_fault(e)})", file=str(path),
                           hint="save the array again (np.save)") from None
     if not all(isinstance(d, int) and d >= 0 for d in shape):
         raise StudioError(f"the file's header gives the shape {shape}", file=str(path), hint="save it again")
     return tuple(shape), bool(fortran), dtype
+
+
+def _header_fault(e: Exception) -> str:
+    """What is wrong with a .npy header, in words of our own (numpy's quote the header's text)."""
+    msg = str(e)
+    if isinstance(e, EOFError) or "EOF" in msg:
+        return "it ends too early"
+    if "format version" in msg:
+        return msg[:120]                 # our own message: the version numbers only
+    if "keys" in msg:
+        return "it lacks the keys descr, fortran_order and shape"
+    if "descr" in msg or "dtype" in msg:
+        return "its dtype is not one numpy knows"
+    if "shape" in msg:
+        return "its shape is not a tuple of whole numbers"
+    return "it is not a header numpy wrote"
 
 
 def array_header(path: str | Path, *, spec=None) -> tuple[tuple[int, ...] | None, np.dtype]:
@@ -163,13 +216,17 @@ def _load_csv(f, p: Path, size: int, max_bytes: int, why: str, spec) -> np.ndarr
             warnings.simplefilter("ignore")
             integers = spec is not None and not is_float(spec.dtype)
             a = np.loadtxt(io.BytesIO(raw), delimiter=",", dtype=np.int64 if integers else np.float32, ndmin=1)
-    except ValueError as e:
+    except ValueError as e:             # numpy's message quotes the text it could not read: not shown
         line = col = None
         if (m := _CSV_POS[0].search(str(e))) is not None:
             line, col = int(m.group(1)) + 1, int(m.group(2))
         elif (m := _CSV_POS[1].search(str(e))) is not None:
             line = int(m.group(1))
-        raise StudioError(f"cannot read the .csv: {e}", file=str(p), line=line, col=col,
+        cols = re.search(r"number of columns changed from (\d+) to (\d+)", str(e))
+        what = (f"the number of columns changes from {cols.group(1)} to {cols.group(2)}" if cols else
+                "it is not UTF-8 text" if isinstance(e, UnicodeDecodeError) else
+                "a value is not a number" if "convert" in str(e) else "it is not a table of numbers")
+        raise StudioError(f"cannot read the .csv: {what}", file=str(p), line=line, col=col,
                           hint="numbers separated by commas, the same count on every row") from None
     if a.size == 0:
         raise StudioError("the file holds no numbers", file=str(p), hint="one sample per row, values separated by commas")

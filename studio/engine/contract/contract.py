@@ -134,7 +134,7 @@ def build_contract(m: Manifest) -> Contract:
         signature=_embedded(m, "signature", parse_signature),
         tolerance=parse_tolerance(m.get("tolerance.class", str), m.get("tolerance.category", str),
                                   m.get("tolerance.justification", str, required=False, default=""), file=m.file),
-        reference_file=m.get("reference.file", str, required=False, default=DEFAULT_REFERENCE_FILE),
+        reference_file=_reference_file(m),
         reference_forward=m.get("reference.forward", str, required=False, default="forward"),
         precision=precision,
         kernel=None if composite else KernelSpec(
@@ -227,6 +227,23 @@ def _backward_kernel(m: Manifest, backward: Backward) -> BackwardKernelSpec | No
     return BackwardKernelSpec(file=file, entry=m.get("backward.entry", str, required=False, default="main"),
                               workgroup_size=wg, invocations=_embedded(m, "backward.invocations", parse_expr),
                               bindings=bindings, tolerance=tol)
+
+
+def _reference_file(m: Manifest) -> str:
+    """``[reference] file``: a Python file (``.py``) inside the package, named by a relative path
+    with no ``..``, no hidden part and not under receipts/: the only file whose code the reference
+    host loads, so trust and the reference cache (trust/code.py) cover exactly what runs."""
+    rel = m.get("reference.file", str, required=False, default=DEFAULT_REFERENCE_FILE)
+    parts = rel.split("/")
+    if not rel.endswith(".py") or rel.startswith(("/", "~")) or any(c in rel for c in "\\\0:") \
+            or any(p in ("", ".", "..") or p.startswith(".") for p in parts) \
+            or any(p in ("receipts", "__pycache__") for p in parts[:-1]):
+        line, col = m.position("reference.file")
+        raise StudioError(f"[reference] file = {rel[:80]!r}: the reference must be a Python file (.py) inside the "
+                          "package", file=m.file, line=line, col=col, field="reference.file",
+                          hint='name a .py file of the package by its path relative to op.toml, e.g. '
+                               'file = "reference.py" (no "..", no absolute path)')
+    return rel
 
 
 def _no_composite_section(m: Manifest) -> None:

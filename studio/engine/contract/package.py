@@ -61,6 +61,24 @@ def _read_inside(root: Path, rel: str, field: str, manifest_file: str) -> bytes:
     return read_regular(real, MAX_FILE_BYTES, what=f"{field} '{rel}'", file=str(p), field=field)
 
 
+def _no_link(root: Path, rel: str, manifest) -> None:
+    """The reference is a file of the package itself: no part of its path is a symlink (one to a
+    file inside would run bytes the package holds under another name; trust/code.py)."""
+    p = root
+    for part in rel.split("/"):
+        p = p / part
+        try:
+            is_link = stat.S_ISLNK(os.lstat(p).st_mode)
+        except OSError:
+            return                              # missing: _read_inside names it
+        if is_link:
+            line, col = manifest.position("reference.file")
+            raise StudioError(f"[reference] file '{rel}' is a symlink ({p.relative_to(root).as_posix()}): the "
+                              "reference must be a Python file of the package itself", file=manifest.file,
+                              line=line, col=col, field="reference.file",
+                              hint=f"replace {p} by the file itself")
+
+
 def _text(raw: bytes, file: str) -> str:
     try:
         return raw.decode("utf-8")
@@ -145,6 +163,7 @@ def load_package(path: str | os.PathLike) -> OpPackage:
         rel = p.relative_to(root).as_posix()
         files[rel] = _read_inside(root, rel, rel, mfile)
     ref = _read_inside(root, contract.reference_file, "reference.file", mfile)
+    _no_link(root, contract.reference_file, manifest)
     files[contract.reference_file] = ref
     kernel_source = ""
     if contract.kernel is not None:

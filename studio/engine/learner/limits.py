@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 
-from ..arrays import MAX_ARRAY_BYTES
+from ..arrays import MAX_ARRAY_BYTES, available_memory  # noqa: F401 - the one measure (a workflow's too)
 
 MAX_LEARNER_BYTES = 1 << 20          # a learner.toml is a page of settings
 MAX_WIDTH = 1 << 24                  # k, s, m: words per parameter vector, sample, state (64 MiB of f32 each)
@@ -16,15 +16,6 @@ OWNERS_HINT = "fewer owners (each is one Dask worker process), or --max-owners N
 def default_max_owners() -> int:
     """The owners a local run starts at most: two worker processes per CPU core, at least 8."""
     return max(8, 2 * (os.cpu_count() or 1))
-
-
-def available_memory() -> int:
-    """Bytes of memory this machine has available now (psutil: MemAvailable on Linux)."""
-    import psutil
-    try:
-        return int(psutil.virtual_memory().available)
-    except (psutil.Error, OSError, RuntimeError):
-        return 1 << 34
 
 
 def fits_memory(f, k: int, s: int, m: int) -> None:

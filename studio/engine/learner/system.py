@@ -256,11 +256,12 @@ def load_system(path: str | Path, *, max_owners: int | None = None) -> System:
         if key in progs:
             continue
         rel = f.get(("learner", key), str, required=True)
-        q = base / rel
+        q = _beneath(f, ("learner", key), base, rel)
         try:
             text = read_regular(q, MAX_PROGRAM_BYTES, what=f"the {key} program {rel}").decode("utf-8")
-        except (StudioError, UnicodeDecodeError) as e:
-            raise f.error(("learner", key), f"cannot read the {key} program {rel}: {getattr(e, 'message', e)}",
+        except (StudioError, UnicodeDecodeError) as e:       # a decoding error's bytes are not shown
+            why = getattr(e, "message", None) or "it is not UTF-8 text"
+            raise f.error(("learner", key), f"cannot read the {key} program {rel}: {why}",
                           hint="a .assign file beside learner.toml (docs/assignment-programs.md)") from None
         progs[key] = parse_program(text, origin=str(q))
     initial = getattr(progs["contribution"], "initial_params", None)
@@ -268,7 +269,7 @@ def load_system(path: str | Path, *, max_owners: int | None = None) -> System:
                           default=initial if initial is not None else np.zeros(k, np.float32))
     state = _array_field(f, ("learner", "state"), base, mm, default=np.zeros(mm, np.float32))
     srel = f.get(("learner", "samples"), str, required=True)
-    samples = _load(f, ("learner", "samples"), base / srel)
+    samples = _load(f, ("learner", "samples"), _beneath(f, ("learner", "samples"), base, srel))
     if samples.ndim != 2 or samples.shape[1] != s:
         raise f.error(("learner", "samples"), f"{srel} has shape {samples.shape}, the learner needs (N, {s})",
                       hint="one row per sample, s columns")
@@ -287,7 +288,7 @@ def load_system(path: str | Path, *, max_owners: int | None = None) -> System:
                           hint="one non-negative count per owner, adding up to the samples")
         owners = split(n, shares, origin=str(p))
     elif arel is not None:
-        a = _load(f, ("owners", "assignment"), base / arel)
+        a = _load(f, ("owners", "assignment"), _beneath(f, ("owners", "assignment"), base, arel))
         if a.shape != (n,) or a.dtype.kind not in "iu" or (a.size and a.min() < 0):
             raise f.error(("owners", "assignment"), f"{arel} must hold one owner number (>= 0) per sample ({n})",
                           hint="an integer .npy of length N")
@@ -348,6 +349,15 @@ def _workflow_rule(f: Fields, base: Path, k: int, s: int):
     return rule
 
 
+def _beneath(f: Fields, path: tuple[str, ...], base: Path, rel: str) -> Path:
+    """A file the learner file names: beneath its folder, through no symlink (arrays.input_beneath)."""
+    from ..arrays import input_beneath
+    try:
+        return input_beneath(base, rel)
+    except StudioError as e:
+        raise f.error(path, e.message, hint=e.hint) from None
+
+
 def _load(f: Fields, path: tuple[str, ...], file: Path) -> np.ndarray:
     from .limits import samples_limit
     try:
@@ -361,7 +371,7 @@ def _array_field(f: Fields, path, base: Path, n: int, *, default: np.ndarray) ->
     if v is None:
         return default
     if isinstance(v, str):
-        a = _load(f, path, base / v)
+        a = _load(f, path, _beneath(f, path, base, v))
     elif isinstance(v, list) and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v):
         a = np.asarray(v, np.float64)
     else:

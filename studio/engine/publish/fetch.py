@@ -39,6 +39,7 @@ from ..errors import StudioError
 from ..proof import receipts as receipt_store
 from ..proof.corpus import fold_case_size, generate, regenerate
 from .card import RING_RECEIPTS
+from .entry_limits import check_corpus_bytes, check_identity
 from .license import Licenses, require_license
 from .metadata import part_digests, read_fields
 from .ring import Ring, now
@@ -184,6 +185,7 @@ def fetch(ring: Ring, ref: str, dest: Path, *, licenses: Licenses) -> Fetched:
     index = ring.index()
     check_index(index, f"{ring.where()}: index.json")
     entry = select(index, ref)
+    check_identity(entry)                   # its corpus's sizes, before anything is read or allocated
     h, problems = entry["hash"], []
     base = ring.package_dir(h)
     files = _read_against(base / "op", entry["files"], "file", problems)
@@ -250,10 +252,12 @@ def _corpus(pkg: OpPackage, entry: dict) -> None:
         raise StudioError(f"the ring's entry for {pkg.id} records no corpus identity", field="corpus",
                           hint="nothing was written here; the publisher's ring entry is incomplete")
     want = {k: v for k, v in ident.items() if k != "hash"}
+    check_corpus_bytes(pkg.id, pkg.contract.signature, want)      # before a byte of it is generated
     try:
         corpus = regenerate(pkg.contract.signature, want)
-    except (StudioError, KeyError, TypeError, ValueError) as e:
-        raise StudioError(f"the corpus identity cannot be regenerated: {e}", field="corpus") from None
+    except (StudioError, KeyError, TypeError, ValueError, OverflowError) as e:
+        raise StudioError(f"the corpus identity cannot be regenerated: {getattr(e, 'message', e)}",
+                          field="corpus") from None
     if corpus.hash != ident.get("hash") or {**corpus.identity, "cases": len(corpus.cases)} != want:
         raise StudioError(f"the corpus recorded for {pkg.id} does not regenerate here: the index says "
                           f"{str(ident.get('hash'))[:16]}, this engine makes {corpus.hash[:16]}", field="corpus",

@@ -4,24 +4,23 @@ starts and talks to these processes, is studio/engine/trust/pool.py).
 The engine never executes a package's ``reference.py`` in its own interpreter. Each package
 (keyed by content hash) gets a host: a fresh ``python`` process that
 
-- drops into a private network namespace (no network at all) when the kernel allows
-  unprivileged user namespaces,
-- restricts itself with Landlock (Linux >= 5.13) so that it can read only the Python runtime,
-  the system's libraries and its own temporary folder (never the user's files, nor the Scellis
-  folder with its seal key), create, write, rename or delete files only beneath that temporary
-  folder, and cannot connect or bind TCP sockets,
-- runs under ``setrlimit`` limits: CPU seconds per call (and a lifetime cap), address space,
-  the size of files it writes, no core dumps,
-- once its own imports are done, installs a seccomp filter (studio/engine/trust/seccomp.py):
-  no program runs, no process starts (threads do), no socket of any family is made or
-  connected, no signal reaches another process — whatever Python or C API a reference uses,
-- installs a Python audit hook refusing subprocesses, ``fork``/``exec``, sockets, ``ctypes``
-  and writes outside the temporary folder (best effort, and a clearer message; the kernel
-  layers are the boundary),
-- works in a temporary folder (its cwd, ``HOME`` and ``TMPDIR``), removed when the host ends,
-- imports the package's own modules only from a private snapshot of exactly the files its
-  content hash covers (``load``): a ``__pycache__``, ``.pyc`` or dot-file beside the package
-  is never imported,
+- enters private user, mount and network namespaces where the kernel allows unprivileged user namespaces
+  (studio/engine/trust/namespaces.py): no network, and a temporary folder that is a capped tmpfs,
+- restricts itself with Landlock (Linux >= 5.13) so that it can read only the Python runtime, the
+  system's libraries and its own temporary folder (never the user's files, nor the Scellis folder with
+  its seal key), create, write, rename or delete files only beneath that temporary folder, and cannot
+  connect or bind TCP sockets,
+- runs under ``setrlimit`` limits (CPU seconds, address space, file size, no core dumps) and the
+  engine's watch (CPU per call, threads, temporary bytes: studio/engine/trust/watch.py),
+- once its own imports are done, installs a seccomp filter (studio/engine/trust/seccomp.py): no program
+  runs, no process starts (threads do), no socket of any family is made or connected, no signal reaches
+  another process, no file lease is taken — whatever Python or C API a reference uses,
+- installs a Python audit hook refusing subprocesses, ``fork``/``exec``, sockets, ``ctypes`` and writes
+  outside the temporary folder (best effort, and a clearer message; the kernel layers are the boundary),
+- works in a temporary folder (cwd, ``HOME``, ``TMPDIR``), removed when the host ends, and writes only to
+  pipes the engine reads (never the user's terminal or files),
+- imports the package's own modules only from a private snapshot of exactly the files its content hash
+  covers (``load``): a ``__pycache__``, ``.pyc`` or dot-file beside the package is never imported,
 - dies with the process that started it (``PR_SET_PDEATHSIG``, which the filter then keeps armed).
 
 Which of these the running kernel actually enforced is reported by the host at start-up
@@ -32,8 +31,8 @@ The host talks over its stdin/stdout with the frame codec of studio/engine/trust
 
 The engine starts this file as a script, ``python -s -B -c "import runpy, sys;
 runpy.run_path(sys.argv.pop(1), run_name='__scellis_sandbox_host__')" <this file> <json cfg>``,
-and the host loads codec.py and seccomp.py beside it by their paths. So this file (and those
-two) import only the standard library at their top level (numpy is imported inside the
+and the host loads codec.py, seccomp.py and namespaces.py beside it by their paths. So this file
+(and those) import only the standard library at their top level (numpy is imported inside the
 functions that need it) and nothing of the engine.
 """
 from __future__ import annotations
@@ -44,15 +43,12 @@ import struct
 import sys
 
 # ----------------------------------------------------------------------------- confinement and serving
-_CLONE_NEWUSER, _CLONE_NEWNET = 0x10000000, 0x40000000
 _PR_SET_PDEATHSIG, _PR_SET_NO_NEW_PRIVS = 1, 38
 _SYS_LANDLOCK = {"x86_64": (444, 445, 446), "aarch64": (444, 445, 446)}
 # Landlock filesystem rights (uapi/linux/landlock.h): everything that creates, changes or removes
 _LL_WRITE_FILE, _LL_REMOVE_DIR, _LL_REMOVE_FILE = 1 << 1, 1 << 4, 1 << 5
 _LL_MAKE = sum(1 << b for b in range(6, 13))          # char, dir, reg, sock, fifo, block, sym
 _LL_REFER, _LL_TRUNCATE = 1 << 13, 1 << 14
-
-
 _LL_EXECUTE, _LL_READ_FILE, _LL_READ_DIR = 1 << 0, 1 << 2, 1 << 3
 _LL_READ = _LL_EXECUTE | _LL_READ_FILE | _LL_READ_DIR
 # What the runtime reads beside its own prefixes: system programs and shared libraries, the loader's
@@ -204,11 +200,11 @@ def _install_audit_hook(tmp: str) -> None:
     sys.addaudithook(hook)
 
 
-def _confine(cfg: dict) -> list[str]:
+def _confine(cfg: dict, namespaces) -> tuple[list[str], bool]:
     import ctypes
     import resource
-    enforced = []
-    tmp = cfg["tmp"]
+    enforced, mounted = [], False
+    tmp, lim = cfg["tmp"], cfg["limits"]
     libc = ctypes.CDLL(None, use_errno=True)
     try:
         libc.prctl(_PR_SET_PDEATHSIG, 9, 0, 0, 0)
@@ -218,8 +214,9 @@ def _confine(cfg: dict) -> list[str]:
     except Exception:
         pass
     try:  # must run while the process is still single-threaded (before numpy starts BLAS threads)
-        if libc.unshare(_CLONE_NEWUSER | _CLONE_NEWNET) == 0:
-            enforced.append("no network: a private, empty network namespace")
+        done, mounted = namespaces.enter(libc, tmp, int(lim["temp_bytes"]), int(lim["temp_files"]),
+                                         mount=cfg.get("tmpfs", True))
+        enforced += done
     except Exception:
         pass
     try:
@@ -228,7 +225,6 @@ def _confine(cfg: dict) -> list[str]:
             enforced.append(ll)
     except Exception:
         pass
-    lim = cfg["limits"]
     hard_cpu = int(lim["lifetime_cpu_s"])
     resource.setrlimit(resource.RLIMIT_CPU, (min(hard_cpu, int(lim["cpu_s"]) + 1), hard_cpu))
     resource.setrlimit(resource.RLIMIT_AS, (int(lim["memory_bytes"]), int(lim["memory_bytes"])))
@@ -237,7 +233,15 @@ def _confine(cfg: dict) -> list[str]:
     enforced.append(f"setrlimit: CPU {int(lim['cpu_s'])} s per call ({hard_cpu} s for the process), address space "
                     f"{int(lim['memory_bytes']) >> 20} MiB, files written {int(lim['file_bytes']) >> 20} MiB, no core dumps")
     enforced.append("cwd, HOME and TMPDIR: a fresh temporary folder, removed afterwards")
-    return enforced
+    return enforced, mounted
+
+
+def _message(e: BaseException) -> str:
+    """What an exception says, and which limit a full temporary folder is (ENOSPC on the tmpfs)."""
+    return str(e)[:2000] + (_FULL[0] if isinstance(e, OSError) and e.errno == 28 else "")
+
+
+_FULL = [""]                           # the note for ENOSPC, once the tmpfs is mounted
 
 
 def _traceback_line(exc: BaseException, file: str) -> int | None:
@@ -250,8 +254,7 @@ def _traceback_line(exc: BaseException, file: str) -> int | None:
 
 
 def _sibling(name: str):
-    """codec.py or seccomp.py, loaded by its path from beside this file (the host is a script,
-    not a part of the engine's package)."""
+    """codec.py, seccomp.py or namespaces.py, loaded by its path from beside this file (a script's sibling)."""
     import importlib.util
     path = os.path.join(os.path.dirname(os.path.abspath(__file__)), f"{name}.py")
     spec = importlib.util.spec_from_file_location(f"scellis_sandbox_{name}", path)
@@ -296,10 +299,11 @@ def _import_from(folder: str, tmp: str) -> None:
 def _host_main(cfg: dict) -> None:  # pragma: no cover - runs in the host process (tested from outside)
     import resource
     chan = os.dup(1)
-    os.dup2(2, 1)                      # a stray print() in the reference goes to stderr, not the channel
-    out = _Channel(chan)
+    os.dup2(2, 1)                      # a stray print() goes to stderr (a pipe the engine reads), not the channel
     codec, seccomp = _sibling("codec"), _sibling("seccomp")
-    enforced = _confine(cfg)
+    enforced, mounted = _confine(cfg, _sibling("namespaces"))
+    if mounted:                        # a full temporary folder is named as the limit it is
+        _FULL[0] = f" (the reference's temporary folder holds at most {int(cfg['limits']['temp_bytes']) >> 20} MiB)"
     import numpy as np  # imported before the filter and the audit hook: numpy loads ctypes
     per_call = True                    # the host lowers its own soft CPU limit before each call
     if cfg.get("seccomp", True):
@@ -323,7 +327,7 @@ def _host_main(cfg: dict) -> None:  # pragma: no cover - runs in the host proces
                         "folder (Python-level, best effort)")
     reader = codec.FrameReader(0, int(cfg["limits"]["memory_bytes"]))
     try:
-        out.write(codec.encode_parts({"ready": True, "pid": os.getpid(), "enforced": enforced}))
+        _send(chan, codec.encode_parts({"ready": True, "pid": os.getpid(), "enforced": enforced, "tmpfs": mounted}))
     except OSError:                    # the engine died while this host booted: nobody to serve
         return
     module: dict = {}
@@ -344,12 +348,12 @@ def _host_main(cfg: dict) -> None:  # pragma: no cover - runs in the host proces
                 file, loads = str(msg["file"]), loads + 1
                 reply = _load(cfg["tmp"], loads, msg, value, resource, cpu_s, hard)
                 module = reply.pop("module", {})
-                out.write(codec.encode_parts(reply))
+                _send(chan, codec.encode_parts(reply))
             elif op == "call":
                 fn = module.get(str(msg["fn"]))
                 if not callable(fn):
-                    out.write(codec.encode_parts({"ok": False, "kind": "missing", "type": "AttributeError",
-                                                  "message": f"no function {msg['fn']!r}"}))
+                    _send(chan, codec.encode_parts({"ok": False, "kind": "missing", "type": "AttributeError",
+                                                    "message": f"no function {msg['fn']!r}"}))
                     continue
                 args = value or {}
                 _set_cpu(resource, cpu_s, hard)
@@ -359,11 +363,11 @@ def _host_main(cfg: dict) -> None:  # pragma: no cover - runs in the host proces
                     parts = codec.encode_parts({"ok": True}, result)
                 except BaseException as e:  # noqa: BLE001
                     parts = codec.encode_parts({"ok": False, "kind": "call", "type": type(e).__name__,
-                                                "message": str(e)[:2000], "line": _traceback_line(e, file)})
-                out.write(parts)
+                                                "message": _message(e), "line": _traceback_line(e, file)})
+                _send(chan, parts)
             else:
-                out.write(codec.encode_parts({"ok": False, "kind": "protocol", "type": "ValueError",
-                                              "message": f"unknown request {op!r}"}))
+                _send(chan, codec.encode_parts({"ok": False, "kind": "protocol", "type": "ValueError",
+                                                "message": f"unknown request {op!r}"}))
         except (BrokenPipeError, OSError):
             return
 
@@ -388,21 +392,17 @@ def _load(tmp: str, n: int, msg: dict, value, resource, cpu_s: int, hard: int) -
         _set_cpu(resource, cpu_s, hard)
         exec(code, module)
     except BaseException as e:  # noqa: BLE001 - anything the author's code raises
-        return {"ok": False, "kind": "load", "type": type(e).__name__, "message": str(e)[:2000],
+        return {"ok": False, "kind": "load", "type": type(e).__name__, "message": _message(e),
                 "line": _traceback_line(e, file)}
     return {"ok": True, "module": module,
             "functions": sorted(k for k, v in module.items() if callable(v) and not k.startswith("__"))}
 
 
-class _Channel:
-    def __init__(self, fd: int):
-        self.fd = fd
-
-    def write(self, parts: list) -> None:
-        for part in parts:
-            view = memoryview(part).cast("B")
-            while view:
-                view = view[os.write(self.fd, view):]
+def _send(fd: int, parts: list) -> None:
+    for part in parts:
+        view = memoryview(part).cast("B")
+        while view:
+            view = view[os.write(fd, view):]
 
 
 def _set_cpu(resource, cpu_s: int, hard: int) -> None:

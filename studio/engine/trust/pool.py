@@ -9,6 +9,11 @@ Whoever needs references owns a pool and passes it along; there is no process-wi
 pool's hosts are closed by ``shutdown()``, by leaving its ``with`` block, when the pool is
 garbage collected, and at interpreter exit.
 
+A host writes nothing to the user's terminal or files: its stdin and stdout are the channel, and
+its stderr (where a reference's ``print`` goes too) is a pipe the engine drains, bounded and shown
+only escaped (``watch.Output``). Its threads, its CPU time per call and — where its temporary
+folder is not a capped tmpfs — its temporary bytes are watched by the engine (``watch.Watch``).
+
 Replies are decoded by ``codec.FrameReader``: JSON and numeric numpy buffers only, never a pickle,
 and no larger than the caller allows (``Host.request(reply_bytes=…)``) — checked from the reply's
 header before any of its buffers is read.
@@ -32,6 +37,7 @@ from typing import Self
 
 from ..home import studio_home
 from .codec import FrameReader, ReplyTooLarge, encode_frame, encode_parts, parts_size
+from .watch import Output, Watch, printable
 
 MAX_HOSTS = 4
 _HOST_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "host.py")
@@ -42,15 +48,20 @@ _BOOT = "import runpy, sys; runpy.run_path(sys.argv.pop(1), run_name='__scellis_
 
 @dataclass(frozen=True)
 class Limits:
-    """What one reference host may use. cpu_s applies per call (RLIMIT_CPU, raised before
-    each call); wall_s is enforced by the engine, which kills the host; memory_bytes is
-    the address-space limit (RLIMIT_AS); file_bytes caps any file it writes."""
+    """What one reference host may use. cpu_s applies per call (the engine's watch); wall_s is
+    enforced by the engine, which kills the host; memory_bytes is the address-space limit
+    (RLIMIT_AS); file_bytes caps any file it writes (RLIMIT_FSIZE); threads, its threads at once
+    (the engine's watch); temp_bytes and temp_files, its temporary folder in total (a capped tmpfs,
+    else the engine's watch)."""
     cpu_s: int = 60
     wall_s: float = 120.0
     memory_bytes: int = 4 << 30
     file_bytes: int = 64 << 20
     lifetime_cpu_s: int = 3600
     start_s: float = 60.0
+    threads: int = 64
+    temp_bytes: int = 128 << 20
+    temp_files: int = 4096
 
 
 DEFAULT_LIMITS = Limits()
@@ -60,6 +71,7 @@ class RemoteError(Exception):
     """What went wrong inside a host: kind is syntax | load | call | missing | died | timeout | protocol."""
 
     def __init__(self, kind: str, type_name: str, message: str, line: int | None = None, col: int | None = None):
+        type_name, message = printable(type_name), printable(message)   # the host's words, shown escaped
         super().__init__(f"{type_name}: {message}")
         self.kind, self.type_name, self.message, self.line, self.col = kind, type_name, message, line, col
 
@@ -67,29 +79,30 @@ class RemoteError(Exception):
 class Host:
     """One confined process holding one package's reference module."""
 
-    def __init__(self, limits: Limits = DEFAULT_LIMITS, *, audit_hook: bool = True, seccomp: bool = True):
-        """audit_hook=False exists for tests that prove the kernel-level confinement alone, and
-        seccomp=False for the tests that show what the system-call filter is there to stop."""
+    def __init__(self, limits: Limits = DEFAULT_LIMITS, *, audit_hook: bool = True, seccomp: bool = True,
+                 tmpfs: bool = True):
+        """audit_hook=False exists for tests that prove the kernel-level confinement alone,
+        seccomp=False for the tests that show what the system-call filter is there to stop, and
+        tmpfs=False for those of the engine's own temp quota (where no tmpfs can be mounted)."""
         self.limits = limits
         self.tmp = tempfile.mkdtemp(prefix=f"scellis-sandbox-{os.getpid()}-")
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": self.tmp, "TMPDIR": self.tmp,
                "LANG": "C.UTF-8", "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1",
                "MKL_NUM_THREADS": "1", "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1"}
         cfg = {"tmp": self.tmp, "limits": asdict(limits), "audit_hook": audit_hook, "seccomp": seccomp,
-               "engine_pid": os.getpid(), "deny": [str(Path(studio_home()).resolve())]}
+               "tmpfs": tmpfs, "engine_pid": os.getpid(), "deny": [str(Path(studio_home()).resolve())]}
         self.proc = subprocess.Popen([sys.executable, "-s", "-B", "-c", _BOOT, _HOST_SCRIPT, json.dumps(cfg)],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=self.tmp, env=env,
-                                     close_fds=True, start_new_session=True)
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     cwd=self.tmp, env=env, close_fds=True, start_new_session=True)
         _widen_pipe(self.proc.stdout.fileno())
+        self.output = Output(self.proc.stderr)      # never the CLI's own stderr: a pipe drained here
         self.reader = FrameReader(self.proc.stdout.fileno(), limits.memory_bytes)
         self.lock = threading.Lock()
         self.functions: list[str] | None = None
         self.enforced: list[str] = []
         self.pid = self.proc.pid
         self._ready = False
-        self._call_cpu: list = [None]          # the host's CPU seconds when the call in flight began
-        self._watch_stop = threading.Event()
-        self._watch: threading.Thread | None = None
+        self.watch = Watch(self.proc, limits, self.tmp, walk_temp=True)
 
     def _wait_ready(self) -> None:
         if self._ready:
@@ -104,6 +117,7 @@ class Host:
             self.kill()
             raise RemoteError("died", "StartError", f"the reference process failed to start ({e})") from None
         self.enforced = list(msg.get("enforced", []))
+        self.watch.walk_temp = not msg.get("tmpfs")  # a capped tmpfs keeps the quota itself
         self._ready = True
 
     @property
@@ -112,13 +126,17 @@ class Host:
 
     def _exchange(self, parts: list, timeout: float, reply_bytes: int):
         self._wait_ready()
-        self._watch_cpu()
+        self.watch.start()
         try:
-            self._call_cpu[0] = host_cpu_seconds(self.pid)
+            self.watch.call_cpu = self.watch.cpu_seconds()
             for part in parts:
                 self.proc.stdin.write(part)
             self.proc.stdin.flush()
-            return self.reader.read(time.monotonic() + timeout, reply_bytes)
+            reply = self.reader.read(time.monotonic() + timeout, reply_bytes)
+            if self.watch.check(cpu=False):    # past a limit when the call returned: the call fails
+                self.proc.wait()
+                raise RemoteError("died", "Limit", self.watch.reason)
+            return reply
         except TimeoutError:
             self.kill()
             raise RemoteError("timeout", "Timeout", f"did not finish within {timeout:g} s; the reference "
@@ -135,26 +153,26 @@ class Host:
             raise RemoteError("protocol", "ProtocolError", f"the reference process sent a malformed "
                                                            f"reply ({e}) and was stopped") from None
         finally:
-            self._call_cpu[0] = None
+            self.watch.call_cpu = None
 
-    def _watch_cpu(self) -> None:
-        """The per-call CPU limit, kept by the engine: a host cannot change a limit (its filter
-        refuses setrlimit and a prlimit64 that sets), so it could not raise its own; a thread here
-        reads the host's CPU clock (psutil) and SIGKILLs it past ``cpu_s`` + 1 in one call."""
-        if self._watch is not None or host_cpu_seconds(self.pid) is None:
-            return
-        self._watch = threading.Thread(target=_cpu_watchdog, name=f"scellis-host-cpu-{self.pid}", daemon=True,
-                                       args=(self.proc, self.limits.cpu_s + 1, self._call_cpu, self._watch_stop))
-        self._watch.start()
+    @property
+    def stopped_for(self) -> str | None:
+        """Why the engine's watch stopped this host (a limit, in one line), if it did."""
+        return self.watch.reason
 
     def _death(self) -> str:
         rc = self.proc.returncode
+        if self.watch.reason is not None:
+            return self.watch.reason
         if rc == -signal.SIGXCPU or rc == -signal.SIGKILL:
             return (f"was stopped: it used more than its CPU time ({self.limits.cpu_s} s per call); "
                     f"the reference process was ended")
+        self.output.join(0.5)              # what it wrote before it died, escaped and bounded
+        said = self.output.text(300)
+        said = f"; its last output: {said}" if said else ""
         if rc is not None and rc < 0:
-            return f"the reference process died from signal {signal.Signals(-rc).name}"
-        return f"the reference process exited (status {rc})"
+            return f"the reference process died from signal {signal.Signals(-rc).name}{said}"
+        return f"the reference process exited (status {rc}){said}"
 
     def load(self, source: str, file: str, files: dict[str, bytes] | None = None,
              reference: str | None = None) -> list[str]:
@@ -169,7 +187,7 @@ class Host:
         if not msg.get("ok"):
             raise RemoteError(str(msg.get("kind", "load")), str(msg.get("type", "Error")),
                               str(msg.get("message", "")), _int(msg.get("line")), _int(msg.get("col")))
-        self.functions = [str(f) for f in msg.get("functions", [])]
+        self.functions = [str(f) for f in msg.get("functions", []) if str(f).isidentifier()]
         return self.functions
 
     def call(self, fn: str, *args, **kwargs):
@@ -191,7 +209,7 @@ class Host:
         return value
 
     def kill(self) -> None:
-        self._watch_stop.set()
+        self.watch.stop()
         if self.proc.poll() is None:
             self.proc.kill()
         self.proc.wait()
@@ -205,6 +223,7 @@ class Host:
         except Exception:
             pass
         self.kill()
+        self.output.join(0.5)              # its stderr: closed by the thread that drains it
         for f in (self.proc.stdin, self.proc.stdout):
             try:
                 f.close()
@@ -221,15 +240,6 @@ def host_cpu_seconds(pid: int) -> float | None:
     except (psutil.Error, OSError):
         return None
     return t.user + t.system
-
-
-def _cpu_watchdog(proc, cpu_s: float, mark: list, stop: threading.Event) -> None:
-    while not stop.wait(0.1) and proc.poll() is None:
-        start = mark[0]
-        used = host_cpu_seconds(proc.pid) if start is not None else None
-        if used is not None and mark[0] is not None and used - start > cpu_s:
-            proc.kill()
-            return
 
 
 def _int(v):
@@ -347,6 +357,8 @@ class HostPool:
                 return host
             if host is not None:
                 self._hosts.pop(k).close()
+                if host.stopped_for:           # stopped between calls for a limit: said once, not hidden
+                    raise RemoteError("died", "Limit", host.stopped_for)
             host = self._new_host(limits)
             try:
                 host.load(source, file, files, reference)

@@ -33,7 +33,10 @@ The filter, hand-assembled (no libseccomp needed), refuses with ``EPERM``:
   these, and a descriptor opened for reading would otherwise do);
 - ``memfd_create`` and ``memfd_secret`` (memory that the address-space limit does not count);
 - ``personality``; and ``prctl(PR_SET_PDEATHSIG, …)``: the death signal the host armed before
-  the filter stays armed.
+  the filter stays armed;
+- ``fcntl(fd, F_SETLEASE, …)``: no file lease, which would stall whoever next opens that file for
+  writing (the host may read the runtime's files, and owns its temporary ones); every other
+  ``fcntl`` command passes.
 
 A system call of another architecture (32-bit ``int 0x80`` on x86_64, the x32 ABI) kills the
 process. The filter is applied to every thread (``SECCOMP_FILTER_FLAG_TSYNC``) and inherited by
@@ -54,6 +57,7 @@ _CLONE_THREAD = 0x00010000
 _CLONE_NEW_NAMESPACES = 0x00020000 | 0x02000000 | 0x04000000 | 0x08000000 | 0x10000000 | 0x20000000 | 0x40000000
 _X32_SYSCALL_BIT = 0x40000000
 _PR_SET_NO_NEW_PRIVS, _PR_SET_PDEATHSIG = 38, 1
+_F_SETLEASE = 1024
 _SECCOMP_SET_MODE_FILTER, _SECCOMP_FILTER_FLAG_TSYNC = 1, 1
 # struct seccomp_data: int nr; u32 arch; u64 instruction_pointer; u64 args[6] (little-endian)
 _OFF_NR, _OFF_ARCH = 0, 4
@@ -83,7 +87,7 @@ _ARCHES = {
                  "removexattr": 197, "lremovexattr": 198, "fremovexattr": 199, "removexattrat": 466,
                  "utime": 132, "utimes": 235, "futimesat": 261, "utimensat": 280,
                  "memfd_create": 319, "memfd_secret": 447, "personality": 135},
-        "clone": 56, "clone3": 435, "prlimit64": 302, "prctl": 157,
+        "clone": 56, "clone3": 435, "prlimit64": 302, "prctl": 157, "fcntl": 72,
         "own_pid": {"kill": 62, "tgkill": 234, "rt_sigqueueinfo": 129, "rt_tgsigqueueinfo": 297,
                     "sched_setparam": 142, "sched_setscheduler": 144, "sched_setaffinity": 203,
                     "sched_setattr": 314},
@@ -104,7 +108,7 @@ _ARCHES = {
                  "setxattr": 5, "lsetxattr": 6, "fsetxattr": 7, "setxattrat": 463,
                  "removexattr": 14, "lremovexattr": 15, "fremovexattr": 16, "removexattrat": 466,
                  "utimensat": 88, "memfd_create": 279, "memfd_secret": 447, "personality": 92},
-        "clone": 220, "clone3": 435, "prlimit64": 261, "prctl": 167,
+        "clone": 220, "clone3": 435, "prlimit64": 261, "prctl": 167, "fcntl": 25,
         "own_pid": {"kill": 129, "tgkill": 131, "rt_sigqueueinfo": 138, "rt_tgsigqueueinfo": 240,
                     "sched_setparam": 118, "sched_setscheduler": 119, "sched_setaffinity": 122,
                     "sched_setattr": 274},
@@ -160,6 +164,12 @@ def program(arch: dict, pid: int) -> list[tuple]:
              _insn(_JEQ_K, _PR_SET_PDEATHSIG, 1, 0),
              _insn(_RET_K, _RET_ALLOW),
              _insn(_RET_K, deny)]
+    # fcntl(fd, F_SETLEASE, …): no lease; every other command passes
+    prog += [_insn(_JEQ_K, arch["fcntl"], 0, 4),
+             _insn(_LD_W_ABS, _arg_lo(1)),
+             _insn(_JEQ_K, _F_SETLEASE, 0, 1),
+             _insn(_RET_K, deny),
+             _insn(_RET_K, _RET_ALLOW)]
     prog.append(_insn(_RET_K, _RET_ALLOW))
     return prog
 
@@ -197,5 +207,5 @@ def install() -> str | None:
     return ("seccomp: no programs run (execve), no new processes (only threads), no sockets of any "
             "family (socket, connect, bind, send), no io_uring, ptrace, namespaces or mounts, no "
             "signals, priorities, affinities or limits of other processes, no raised limits, no "
-            "chmod, chown, xattr or utime changes, no memfd, no personality, and no change of the "
-            "death signal")
+            "chmod, chown, xattr or utime changes, no memfd, no personality, no change of the "
+            "death signal, and no file lease")

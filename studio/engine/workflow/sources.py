@@ -9,7 +9,7 @@ import hashlib
 
 import numpy as np
 
-from ..arrays import MAX_ARRAY_BYTES, load_array
+from ..arrays import MAX_ARRAY_BYTES, input_beneath, load_array
 from ..contract.package import read_regular
 from ..errors import StudioError
 from ..precision import numpy_dtype, round_to
@@ -68,6 +68,8 @@ def load_file(wf: Workflow, src: Source, *, max_bytes: int = MAX_ARRAY_BYTES) ->
     path = src.path
     info = {"kind": "file", "path": str(path), "format": path.suffix.lower().lstrip(".")}
     try:
+        if path.is_relative_to(wf.base):      # still through no symlink, now that it is read
+            input_beneath(wf.base, path.relative_to(wf.base).as_posix())
         if info["format"] == "wav":
             a, rate = read_wav(path, channel=src.channel, limit=max_bytes)
             info["sample_rate"] = rate

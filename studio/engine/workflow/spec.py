@@ -9,6 +9,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..arrays import input_beneath
 from ..contract.manifest import read_manifest
 from ..contract.package import read_regular
 from ..errors import StudioError
@@ -215,8 +216,10 @@ def _source(f: Fields, n: str, base: Path) -> Source:
         raise f.error((*at, "dtype"), f"dtype '{s.dtype}' is not one the device stores", hint="f32, i32, u32 or bf16")
     if kind == "file":
         rel = f.get((*at, "file"), str)
-        p = Path(rel).expanduser()
-        s.path = p if p.is_absolute() else base / p
+        try:                                    # beneath the workflow's folder, through no symlink
+            s.path = input_beneath(base, rel)
+        except StudioError as e:
+            raise f.error((*at, "file"), e.message, hint=e.hint) from None
         if s.path.suffix.lower() not in DATA_SUFFIXES:
             raise f.error((*at, "file"), f"'{rel}' is not a .npy, .csv or .wav file",
                           hint="sources read .npy (np.save), .csv (numbers) or .wav (PCM)")
