@@ -43,9 +43,11 @@ def test_first_draft_fails_at_the_minimum_input(ctx, device):
     assert "n = w" in first.case.tight
     text = "\n".join(report_lines(rep))
     assert "minimum (n = w)" in text and "never written" in text and "--case 0" in text
-    # every minimum case fails, each with exactly one output element and nothing written
+    # every minimum case fails, each with exactly one output element and nothing written: the first
+    # seed's 16 (one per w), and the further seeds' (the first 4 w each; corpus.py)
     mins = [f for f in rep.failures if f.case.shape_kind == "minimum"]
-    assert len(mins) == 16 and all(f.kind == "unwritten" for f in mins)
+    assert len(mins) == 16 + 2 * 4 and all(f.kind == "unwritten" for f in mins)
+    assert {f.case.seed for f in mins} == {None, 1, 2} and "; seed 2" in mins[-1].case.describe()
 
 
 def test_n7_w7_is_in_the_corpus_and_fails(ctx):

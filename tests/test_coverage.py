@@ -35,7 +35,7 @@ def test_a_weaker_pass_never_replaces_a_stronger_receipt():
 def test_a_failing_run_invalidates_the_receipt_whatever_its_corpus():
     assert coverage.decide(receipt(cov(4_194_241)), True, False, cov(16_777_300, large=True)) == "invalidate"
     assert coverage.decide(receipt(cov(16_777_300)), True, False, cov(4_194_241)) == "invalidate"
-    assert coverage.decide(None, False, False, cov(10)) == "none"
+    assert coverage.decide(None, False, False, cov(10)) == "invalidate"     # a first failure is recorded too
 
 
 def test_a_run_outside_the_coverage_is_named():
@@ -88,6 +88,9 @@ def test_a_run_past_the_receipts_fold_proves_first_and_is_refused(ctx, tmp_path)
     assert "past the largest size" in e.value.message and "fails conformance" in e.value.message
     assert "run" in e.value.message                               # the failing case is the run's own size
     assert receipts.local_status(pkg, ctx.device.profile.id, ctx.seal) == "failed"
+    with pytest.raises(StudioError) as e:             # a failed receipt is never run past: not even at n = 1000
+        actions.run(ctx, pkg, inputs={"x": x[:1000], "y": x[:1000]}, params={"a": 2.0}, require_receipt=True)
+    assert "is refused" in e.value.message and f"n = {n}" in e.value.message and "--case" in e.value.hint
 
 
 def test_each_kernel_crosses_its_own_fold_or_the_report_says_why():

@@ -231,7 +231,7 @@ def test_composite_backward_is_derived_and_checked(ctx):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["affine", "add", "multiply", "clip", "fir", "diff", "sum", "mean", "mse",
-                                  "unfold", "median_rows"])
+                                  "unfold", "median_rows", "nn/softmax", "nn/logsumexp", "nn/layernorm"])
 def test_every_differentiable_builtin_passes(ctx, name):
     rep = gradcheck(ctx, load_package(BUILTINS / name))
     assert rep.verdict == "pass", "\n".join(rep.lines())

@@ -95,9 +95,20 @@ class RunController(QObject):
         self.panel.started(f"running {self.session.doc.field('id')} on {x.size:,} samples…")
         t = time.perf_counter()
         job = self.workers.submit("run", "run", prepare=self.session.target(), inputs={name: x}, params=dict(params),
-                                  require_receipt=True)   # a result is shown only from a proven op
+                                  require_receipt=True,   # a result is shown only from a proven op
+                                  budget_s=self._budget(x, params))
         job.succeeded.connect(lambda out: self._done(x, out, time.perf_counter() - t))
         self._watch(job)
+
+    def _budget(self, x: np.ndarray, params: dict) -> float:
+        """The run lane's budget, or more for a big input: the engine's rule, scaled with the size."""
+        from ..engine.services.proof_budget import run_budget_s
+        from .worker_bridge import LANES
+        try:
+            sig = parse_signature(str(self.session.doc.field("signature") or ""))
+        except StudioError:
+            return LANES["run"]
+        return max(LANES["run"], run_budget_s(sig, {sig.inputs[0].name: x}, dict(params)))
 
     def _watch(self, job) -> None:
         self.job = job

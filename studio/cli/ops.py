@@ -74,14 +74,16 @@ def cmd_run(args) -> int:
     for name, path in files.items():          # the cheap refusals (no file, FIFO, .npz, strings) come first
         array_header(path, spec=sig.input(name))
     targets = {name: check_writable(path) for name, path in _named(pkg, args.out or [], sig.outputs, "output").items()}
-    with worker(args.timeout) as w:           # inputs judged against the signature and the device first
+    from ..engine.services.proof_budget import RUN_BASE_S, run_budget_s
+    with worker(args.timeout or RUN_BASE_S) as w:   # inputs judged against the signature and the device first
         profile = w.call("profile")
         inputs = {name: load_input(path, sig.input(name), limits=profile.get("limits"), budget=args.budget)
                   for name, path in files.items()}
         if not args.require_receipt:
             _warn_unproven(pkg, profile["id"])
+        budget = args.timeout or run_budget_s(sig, inputs, given)    # the default scales with the size
         outs = w.call("run", target=str(pkg.root), inputs=inputs, params=given, budget_bytes=args.budget,
-                      require_receipt=args.require_receipt)
+                      require_receipt=args.require_receipt, budget_s=budget, on_note=_say_proof)
     from .tune import say_tuning
     say_tuning(pkg, profile["id"], given)     # which tunable values ran
     for name, path in targets.items():
@@ -108,6 +110,12 @@ def _named(pkg, given: list[str], specs, what: str) -> dict[str, str]:
                               hint=f"its {what}s: " + ", ".join(t.name for t in specs))
         named[name] = path
     return named
+
+
+def _say_proof(note: dict) -> None:
+    """With --require-receipt: the receipt the run relies on (or the conformance that ran first), on stderr."""
+    if note.get("kind") == "proof":
+        print(str(note.get("text")), file=sys.stderr)
 
 
 def _warn_unproven(pkg, profile_id: str) -> None:
@@ -184,11 +192,13 @@ def add_commands(sub) -> None:
     p.add_argument("--input", action="append", metavar="[NAME=]FILE")
     p.add_argument("--out", action="append", metavar="[NAME=]FILE")
     p.add_argument("--budget", type=byte_count, metavar="BYTES", help="refuse runs needing more memory")
-    p.add_argument("--timeout", type=seconds, default=5.0, metavar="SECONDS",
-                   help="stop a run that takes longer (default 5 s); the kernel is killed with its worker")
+    p.add_argument("--timeout", type=seconds, default=None, metavar="SECONDS",
+                   help="stop a run that takes longer (default: 5 s plus 5 s per million elements of its inputs "
+                        "and outputs); the kernel is killed with its worker. A proof that runs first has its own")
     p.add_argument("--require-receipt", action="store_true",
-                   help="show a result only from an op proven here: without a valid receipt for this GPU "
-                        "profile, conformance runs first, and a failing op stops the run")
+                   help="show a result only from an op proven here: a failed receipt refuses; without a valid "
+                        "receipt for this GPU profile, or past what it covers, conformance runs first, and a "
+                        "failing op stops the run; stderr names the receipt relied on")
     p.set_defaults(fn=cmd_run)
     p = sub.add_parser("demo", help="headless demo: spike removal on a synthetic signal, plot to PNG")
     add_timeout(p, 300)

@@ -46,7 +46,7 @@ def cmd_conform(args) -> int:
     pkg = context(args).catalog.resolve(args.target)
     _older_receipts(pkg)
     request = dict(target=str(pkg.root), seed=args.seed, large=args.large, case=args.case,
-                   receipt=not args.no_receipt)
+                   receipt=not args.no_receipt, **({"seeds": args.seeds} if args.seeds is not None else {}))
     with worker(args.timeout) as w:
         if args.json or not sys.stderr.isatty():
             out = w.call("conform", budget_s=args.timeout, on_note=None if args.json else _first_failure, **request)
@@ -115,6 +115,8 @@ def add_commands(sub) -> None:
     p.add_argument("--large", action="store_true", help="add the >= 1e6-element case")
     p.add_argument("--json", action="store_true")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seeds", type=int, metavar="N", help="make the small and extreme cases for N seeds from "
+                   "--seed (default 3, the least a receipt is earned over); the large cases run once")
     p.add_argument("--case", type=int, help="run only this case of the corpus (to reproduce a failure)")
     p.add_argument("--no-receipt", action="store_true", help="do not write a receipt")
     p.add_argument("--timeout", type=seconds, default=120.0, metavar="SECONDS",

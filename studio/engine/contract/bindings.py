@@ -1,7 +1,7 @@
 """The buffer binding descriptor (grammar: resources/grammars/bindings.lark): which buffer sits at
 which @group/@binding, storage access, in-place buffers (``y : storage read_write f32[n] -> y_out``:
-one buffer holds the input ``y`` when the kernel starts and the output ``y_out`` when it ends), the
-layout of uniform structs, and the values of the kernel's WGSL `override` constants
+one buffer holds the input ``y`` when the kernel starts and the output ``y_out`` when it ends), outputs
+written through WGSL atomics (``h : storage read_write u32[bins] atomic``), the layout of uniform structs, and the values of the kernel's WGSL `override` constants
 (specialisation: one pipeline per value)."""
 from __future__ import annotations
 
@@ -46,6 +46,7 @@ class Binding:
     line: int
     col: int
     writes: str | None = None  # in place (`-> y_out`): the output this input's buffer holds after the kernel
+    atomic: bool = False  # `... atomic`: written through WGSL atomics, judged by value only (proof/races.py)
 
     @property
     def output(self) -> str:
@@ -58,7 +59,7 @@ class Binding:
         if self.kind == "uniform":
             return "uniform { " + ", ".join(f"{f.name}: {f.dtype} = {f.value}" for f in self.fields) + " }"
         return f"storage {self.access} {self.dtype}[{', '.join(map(str, self.dims))}]" + (
-            f" -> {self.writes}" if self.writes else "")
+            f" -> {self.writes}" if self.writes else "") + (" atomic" if self.atomic else "")
 
     def _require(self, kind: str) -> None:
         if self.kind != kind:
@@ -213,7 +214,7 @@ def _descriptor(tree: Tree, src: Source) -> BindingDescriptor:
         slots[int(group), int(binding)] = str(name)
         names.add(str(name))
         if kind.data == "storage":
-            access, dtype, dims, inplace = kind.children
+            access, dtype, dims, inplace, atomic = kind.children
             if access not in ACCESS:
                 raise src.error(f"unknown access '{access}'", access,
                                 "write read (for an input) or read_write (for an output or scratch)")
@@ -233,9 +234,12 @@ def _descriptor(tree: Tree, src: Source) -> BindingDescriptor:
                     raise src.error(f"'{writes}' is already bound", inplace.children[0],
                                     "an in-place buffer names an output of the signature that no other "
                                     "binding holds")
+            if atomic is not None and access != "read_write":
+                raise src.error(f"'{name}' is declared atomic but bound '{access}'", access,
+                                "only what the kernel writes (an output or scratch, read_write) is declared atomic")
             dims = tuple(build(d, src) for d in dims.children) if dims else ()
             out.append(Binding(int(group), int(binding), str(name), "storage", str(access), str(dtype), dims, (), *at,
-                               writes=writes))
+                               writes=writes, atomic=atomic is not None))
         else:
             out.append(Binding(int(group), int(binding), str(name), "uniform", None, None, (),
                                _fields(kind.children, src), *at))

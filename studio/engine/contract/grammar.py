@@ -39,10 +39,16 @@ class Source:
         return StudioError(message, file=self.file, line=line, col=col, field=field, hint=hint)
 
 
+# WGSL (wgsl.lark) lexes by parser state, so `>>` closes two template lists where only `>` fits, and
+# keeps every token: its static checks read operators and brackets too (docs/grammars.md, "WGSL").
+_OPTIONS = {"wgsl": {"lexer": "contextual", "keep_all_tokens": True}}
+
+
 @cache
 def parser(name: str) -> Lark:
     # The basic lexer makes keywords reserved words: 'vjpx' is a name, never 'vjp' then 'x'.
-    return Lark.open(str(GRAMMARS / f"{name}.lark"), parser="lalr", lexer="basic", propagate_positions=True)
+    options = {"lexer": "basic", **_OPTIONS.get(name, {})}
+    return Lark.open(str(GRAMMARS / f"{name}.lark"), parser="lalr", propagate_positions=True, **options)
 
 
 def parse(name: str, src: Source, build: Callable[[Tree], T], example: str,

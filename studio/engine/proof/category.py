@@ -140,6 +140,26 @@ def _scan(refs, pkg, case, out, rng, probes):
     return _contraction(refs, pkg, case, out, rng, probes)
 
 
+def _normalization(refs, pkg, case, out, rng, probes):
+    """Row-wise: each output row depends on its own input row only (the first axis indexes rows):
+    perturbing one element of row r changes no output of another row."""
+    x = next((np.asarray(v) for v in case.inputs.values() if np.asarray(v).dtype.kind == "f"), None)
+    if x is None or x.ndim < 2 or x.shape[0] < 2:
+        return None
+    rows = x.shape[0]
+    for _ in range(probes):
+        j = int(rng.integers(0, x.size))
+        r = j // (x.size // rows)
+        again = refs.forward(pkg, _perturbed(pkg, case, j), case.params)
+        for k, y in out.items():
+            per = max(y.size // rows, 1)
+            changed = np.flatnonzero(_bits(y) != _bits(again[k])) // per
+            if changed.size and np.any(changed != r):
+                return (f"perturbing input element {j} (row {r}) changed output {k} in row "
+                        f"{int(changed[changed != r][0])}: not row-wise")
+    return None
+
+
 def _generator(refs, pkg, case, out, rng, probes):
     if case.inputs:
         return f"a generator has no array inputs, and this op reads {', '.join(case.inputs)}"
@@ -151,4 +171,5 @@ def _generator(refs, pkg, case, out, rng, probes):
 
 _CHECKS = {"selection": _selection, "permutation": _permutation, "copy": _copy, "integer": _integer,
            "elementwise": _elementwise, "stencil": _stencil, "contraction": _contraction,
-           "reduction": _reduction, "generator": _generator, "scan": _scan}
+           "reduction": _reduction, "generator": _generator, "scan": _scan,
+           "normalization": _normalization}

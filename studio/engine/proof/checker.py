@@ -8,13 +8,14 @@ from ..contract import backward as backward_mod
 from ..contract import bindings as bindings_mod
 from ..contract.expr import unknown_symbols
 from ..contract.package import OpPackage
-from ..contract.tolerance import check_category_fits_signature, check_class_fits_category
+from ..contract.tolerance import check_category_fits_signature, class_rule
 from ..device.layout import check_layout
 from ..device.overrides import check_constants, check_overrides
 from ..errors import StudioError
 from ..grad.composite import check_composition
 from ..grad.vjp import check_backward_kernel
 from .geometry import check_workgroup_size
+from .array_bounds import check_array_bounds
 from .kernel_flow import check_kernel_flow
 
 
@@ -93,8 +94,19 @@ def check_package(ctx: Context, pkg: OpPackage, *, compile_kernel: bool = True) 
             rep.warnings += warns
     if c.kernel is not None:
         step("every barrier is reached in uniform control flow (WGSL's uniformity rule)", flow_errors)
-    step(f"tolerance class {c.tolerance} fits category '{c.tolerance.category}'",
-         check_class_fits_category(c.tolerance, file=mf))
+        step("fixed-size arrays hold every index the contract's ranges allow",
+             [e for spec, source, path in ((c.kernel, pkg.kernel_source, pkg.kernel_path),
+                                           (c.backward_kernel, pkg.backward_source, pkg.backward_path))
+              if spec is not None and source
+              for e in check_array_bounds(source, c.signature, getattr(spec, "bindings", None) or c.bindings,
+                                          kernel_file=path)])
+    # the one rule conformance applies too (tolerance.class_rule): never "ok" here and refused there
+    rule = class_rule(c, pkg.reference_source, file=mf)
+    step(f"tolerance class {c.tolerance} fits category '{c.tolerance.category}' (verified on the reference path "
+         f"at conformance)", [e for e in rule if e.field != "backward.tolerance"])
+    if c.backward_kernel is not None and c.backward_kernel.tolerance is not None:
+        step(f"backward class {c.backward_kernel.tolerance} is capped like a forward class (exact, ulp(K <= 4), "
+             f"bound(C <= 1, ...))", [e for e in rule if e.field == "backward.tolerance"])
     step(f"category '{c.tolerance.category}' fits the signature and the reference's precision",
          check_category_fits_signature(c.tolerance, c.signature, c.precision, file=mf))
     step("backward declaration names signature inputs", backward_mod.check_against_signature(c.backward, c.signature))

@@ -10,18 +10,21 @@ import numpy as np
 
 from ..context import Context
 from ..contract.package import OpPackage
-from ..contract.tolerance import Mismatch, compare
+from ..contract.tolerance import Mismatch, class_rule, compare
 from ..errors import StudioError
 from ..trust.reference import References
 from .backward_conformance import BackwardReport, conform_backward
 from . import coverage, hints
+from . import races as races_mod
 from . import mutants as mutants_mod
-from .bounds import forward_terms
+from .bounds import forward_bounds
 from . import progressive
 from .category import verify_category
-from .corpus import Corpus, CorpusCase, generate, swept_env, swept_symbol
+from .corpus import SEEDS, Corpus, CorpusCase, _dim_symbols, axis_env, generate, swept_env, swept_symbol
+from .extremes import bytes_of
 from ..device.launch import of_spec as launch_of
 from .sizes import SizePlan
+from .sizes import axis_workgroups, plan_axes
 from .sizes import plan as plan_sizes
 
 BATCH = 48
@@ -33,7 +36,7 @@ HONESTY_SAMPLE = 1 << 16       # kernel outputs checked per case for the non-ari
 class CaseFailure:
     case: CorpusCase
     output: str
-    kind: str                       # mismatch | unwritten | out_of_range_write | not_selected | reference_error
+    kind: str                       # mismatch | unwritten | out_of_range_write | not_selected | reference_error | race
     detail: str
     mismatch: Mismatch | None = None
 
@@ -62,6 +65,8 @@ class ConformanceReport:
     coverage: dict | None = None     # what the run covered (coverage.py); goes on the receipt
     mutation: dict | None = None     # the mutation score (mutants.py), when mutants ran; goes on the receipt
     timing: progressive.Timing | None = None                    # the phases' seconds (progressive.py)
+    races: dict | None = None        # the race sanitizer's run (races.py): its case, buffers and findings
+    fails_when: str | None = None    # the values every failing case shares and no passing one (hints.fails_when)
 
     @property
     def ok(self) -> bool:
@@ -80,7 +85,7 @@ class ConformanceReport:
         if not self.failures:
             return []
         f = self.failures[0]
-        lines = [f"first failure  {f.case.describe()}",
+        lines = [f"first failure  {hints.labelled(f.case, self.fails_when)}",
                  f"               output {f.output}: {f.detail}"]
         if f.mismatch:
             lines.append(f"               {f.mismatch.describe()}")
@@ -103,12 +108,13 @@ class ConformanceReport:
                 "corpus": {**self.corpus.identity, "hash": self.corpus.hash, "cases": self.total},
                 "gpu_profile": self.profile["id"], "passed": self.passed, "failed": self.total - self.passed,
                 "failing_classes": self.failing_classes(), "failures": [fail(f) for f in self.failures[:50]],
+                **({"fails_when": self.fails_when} if self.fails_when else {}),
                 "category_errors": [e.format() for e in self.category_errors], "seconds": round(self.seconds, 3),
                 "verdict": "pass" if self.ok else "fail", "reproduce": self.repro,
                 "backward": self.backward.to_json() if self.backward is not None else None, "fold": self.fold,
                 "sizes": self.plan.to_json() if self.plan is not None else None,
                 "coverage": self.coverage, "mutation": self.mutation,
-                "timing": self.timing.to_json() if self.timing is not None else None,
+                "timing": self.timing.to_json() if self.timing is not None else None, "races": self.races,
                 **({"overrides": {k: sorted(v) for k, v in self.overrides.items()}} if self.overrides else {})}
 
 
@@ -136,12 +142,18 @@ def judge(refs: References, pkg: OpPackage, case: CorpusCase, result) -> list[Ca
         expected = refs.forward(pkg, case.inputs, case.params)
     except StudioError as e:
         return [CaseFailure(case, "-", "reference_error", e.format())]
-    mags = _magnitude(refs, pkg, case) if tol.kind == "bound" else {}
-    ks = forward_terms(refs, pkg, case.inputs, case.params, expected)[0] if tol.kind == "bound" else {}
+    try:
+        mags = _magnitude(refs, pkg, case) if tol.kind == "bound" and not tol.builtins else {}
+        bounds = forward_bounds(refs, pkg, case.inputs, case.params, expected, mags)[0] if tol.kind == "bound" else {}
+    except StudioError as e:           # no honest bound for this case: refused, never judged loosely
+        return [CaseFailure(case, "-", "reference_error", f"its bound: {e.format()}")]
     for name, want in expected.items():
-        terms = ks.get(name, 1)
+        b = bounds.get(name)
+        terms, allowance = (b.terms, b.allowance) if b is not None else (1, None)
+        if b is not None and b.magnitude is not None:
+            mags[name] = b.magnitude
         arg = next((np.asarray(v).reshape(-1) for v in case.inputs.values() if np.asarray(v).size == want.size
-                    and np.asarray(v).dtype.kind == "f"), None) if tol.builtins else None   # ulp(K, exp): at x[i]
+                    and np.asarray(v).dtype.kind == "f"), None) if tol.kind == "ulp" and tol.builtins else None
         hits, unwritten = result.guard(name, want)
         if hits.size:
             fails.append(CaseFailure(case, name, "out_of_range_write",
@@ -153,9 +165,11 @@ def judge(refs: References, pkg: OpPackage, case: CorpusCase, result) -> list[Ca
                                      f"{unwritten.size} element(s) never written, first at index {int(unwritten[0])} "
                                      f"(of {want.size})",
                                      # the first unwritten element as a mismatch: expected bits vs the poison
-                                     compare(tol, want, result.outputs[name], magnitude=mags.get(name), terms=terms, argument=arg)))
+                                     compare(tol, want, result.outputs[name], magnitude=mags.get(name), terms=terms, argument=arg,
+                                             allowance=allowance)))
             continue
-        mm = compare(tol, want, result.outputs[name], magnitude=mags.get(name), terms=terms, argument=arg)
+        mm = compare(tol, want, result.outputs[name], magnitude=mags.get(name), terms=terms, argument=arg,
+                     allowance=allowance)
         if mm is not None:
             fails.append(CaseFailure(case, name, "mismatch", f"differs beyond {tol}", mm))
             continue
@@ -191,29 +205,37 @@ def not_from_inputs(pkg: OpPackage, case: CorpusCase, name: str, got: np.ndarray
 
 def conform(ctx: Context, pkg: OpPackage, *, seed: int = 0, large: bool = False, only_case: int | None = None,
             extra_sizes: dict[str, int] | None = None, mutants: int = 0,
-            progress=None, stop_after: int | None = None, on_failure=None) -> ConformanceReport:
+            progress=None, stop_after: int | None = None, on_failure=None,
+            run_params: dict | None = None, seeds: int = SEEDS) -> ConformanceReport:
     """Run the generated corpus on ``ctx``'s device against the reference, small cases first
     (progressive.py). ``progress(done, total)`` is called after each batch, ``on_failure(failure)``
-    the moment the first failure is found."""
+    the moment the first failure is found. ``seeds``: the small and extreme cases are made for
+    this many seeds from ``seed`` (the large ones once; corpus.py)."""
     ctx.hosts.prestart()   # the reference's confined process boots while the device and corpus get ready
     device, refs = ctx.device, ctx.references
     t0 = time.perf_counter()
     plan = size_plan(pkg, device, seed, large)
-    plan.add(extra_sizes or {}, pkg.contract, swept_env(pkg.contract.signature, seed)[0],
+    env_for = swept_env(pkg.contract.signature, seed)[0]     # a run's own size, at its own params (reliance.py)
+    plan.add(extra_sizes or {}, pkg.contract, (lambda v: {**env_for(v), **run_params}) if run_params else env_for,
              device.profile.limits.get("max-compute-workgroups-per-dimension", 65535))
-    corpus = progressive.corpus_for(ctx, pkg, generate, seed=seed, large=large, sizes=plan.sizes)
+    corpus = progressive.corpus_for(ctx, pkg, generate, seed=seed, large=large, sizes=plan.sizes,
+                                    seeds=seeds, workgroups=axis_workgroups(pkg.contract),
+                                    **({"run_params": run_params} if run_params else {}))
     cases = corpus.cases if only_case is None else [c for c in corpus.cases if c.index == only_case]
     if only_case is not None and not cases:
         raise StudioError(f"the corpus has no case {only_case} (it has {len(corpus.cases)})", field="--case")
     rep = ConformanceReport(pkg.id, pkg.hash, str(pkg.contract.tolerance), corpus, device.profile.to_json(),
                             total=len(cases), plan=plan,
                             workgroup_size=pkg.contract.kernel.workgroup_size if pkg.contract.kernel else None)
-    rep.repro = f"scellis conform {pkg.root} --seed {seed}" + (" --large" if large else "")
+    rep.repro = (f"scellis conform {pkg.root} --seed {seed}" + (f" --seeds {seeds}" if seeds != SEEDS else "")
+                 + (" --large" if large else ""))
     timing = rep.timing = progressive.Timing(start=t0)
     timing.add("corpus", time.perf_counter() - t0)
     rep.category_errors = progressive.remembered(
         ctx, progressive.category_key(ctx, pkg, corpus, cases[:24]),
         lambda: progressive.category_check(refs, pkg, cases[:24], verify_category), timing=timing, phase="category")
+    # the one class rule `scellis check` applies (tolerance.class_rule): what check refuses earns no receipt
+    rep.category_errors = rep.category_errors + class_rule(pkg.contract, pkg.reference_source, file=pkg.manifest_path)
     passing: list[tuple[CorpusCase, dict]] = []
 
     def each(case, res, f):
@@ -221,14 +243,20 @@ def conform(ctx: Context, pkg: OpPackage, *, seed: int = 0, large: bool = False,
             if v not in rep.overrides.setdefault(name, []):
                 rep.overrides[name].append(v)
         rep.passed += not f
-        if case.shape_kind == "fold":
-            rep.fold = _fold_facts(pkg, case, res, device)
+        if case.shape_kind == "fold" and (rep.fold is None or (f and not rep.fold.get("failed"))):
+            rep.fold = {**_fold_facts(pkg, case, res, device), **({"failed": True} if f else {})}   # the first failing one
         if not f and pkg.contract.backward_kernel is not None:
             passing.append((case, res.outputs))
     with refs.caching():     # reference results by (reference hash, case): a kernel edit asks the reference nothing
         rep.failures = progressive.forward(ctx, pkg, cases, lambda case, res: judge(refs, pkg, case, res),
                                            timing=timing, progress=progress, on_failure=on_failure,
                                            stop_after=stop_after, each=each)
+        if only_case is None and not rep.failures and pkg.contract.kernel is not None:   # one instrumented run
+            s = time.perf_counter()
+            found, rep.races = races_mod.sanitize(device, pkg, cases)
+            rep.failures += [CaseFailure(case, r.buffer, "race", r.describe()) for case, r in found]
+            rep.passed -= len({case.index for case, _ in found})
+            timing.add("races", time.perf_counter() - s)
         if pkg.contract.backward_kernel is not None and (stop_after is None or len(rep.failures) < stop_after):
             passing.sort(key=lambda cr: cr[0].index)
             rep.backward = progressive.remembered(
@@ -239,11 +267,30 @@ def conform(ctx: Context, pkg: OpPackage, *, seed: int = 0, large: bool = False,
             rep.mutation = mutants_mod.score(pkg, cases, lambda mpkg, cs: progressive.forward(
                 ctx, mpkg, cs, lambda case, res: judge(refs, mpkg, case, res), timing=progressive.Timing(),
                 stop_after=1), count=mutants, seed=seed)
+            if rep.backward is not None and rep.backward.ok and pkg.backward_source:
+                rep.mutation["backward"] = mutants_mod.score(pkg, passing, lambda mpkg, cs: _backward_failures(
+                    ctx, mpkg, cs), count=mutants, seed=seed, part="backward")
             timing.add("mutants", time.perf_counter() - m0)
+    if rep.failures and stop_after is None:
+        rep.fails_when = hints.fails_when([f.case for f in rep.failures], cases)
     rep.coverage = coverage.summarize(rep)
+    if rep.races is not None:        # the receipt says what the race sanitizer ran on and found
+        rep.coverage["races"] = rep.races
     timing.total = timing.since()
     rep.seconds = time.perf_counter() - t0
     return rep
+
+
+def _backward_failures(ctx: Context, pkg: OpPackage, passing: list) -> list:
+    """A backward mutant's failures: small cases first, a batch at a time, up to its first failing
+    batch (the fold cases last: a mutant of the folded index survives every other)."""
+    ordered = progressive.order([c for c, _ in passing])
+    outs = {c.index: o for c, o in passing}
+    for batch in progressive.batches(ordered):
+        fails = conform_backward(ctx, pkg, [(c, outs[c.index]) for c in batch]).failures
+        if fails:
+            return fails
+    return []
 
 
 def size_plan(pkg: OpPackage, device, seed: int, large: bool) -> SizePlan:
@@ -251,10 +298,19 @@ def size_plan(pkg: OpPackage, device, seed: int, large: bool) -> SizePlan:
     and why any is not reached (sizes.py)."""
     limit = device.profile.limits.get("max-compute-workgroups-per-dimension", 65535)
     env_for, smallest = swept_env(pkg.contract.signature, seed)
-    if smallest is None or pkg.contract.kernel is None:
+    sig = pkg.contract.signature
+    dims = _dim_symbols(sig)
+    if pkg.contract.kernel is None or (smallest is None and len(dims) < 2):
         return SizePlan(not_reached=[{"what": "large sizes", "size": None,
                                       "why": "the op has no swept size or no kernel of its own"}])
-    return plan_sizes(pkg.contract, env_for, smallest, limit, large=large, budget=FOLD_BUDGET_BYTES)
+    plan = plan_sizes(pkg.contract, env_for, smallest, limit, large=large, budget=FOLD_BUDGET_BYTES) \
+        if smallest is not None else SizePlan(not_reached=[{
+            "what": f"{swept_symbol(sig)}'s large sizes with the other dims at 1", "size": None,
+            "why": "the signature admits no case with the other dims at 1: each axis's own sizes stand for them"}])
+    if len(dims) > 1:             # each axis's own fold and large size, the other dims above 1
+        plan_axes(plan, pkg.contract, {d: axis_env(sig, d, seed) for d in dims}, limit, large=large,
+                  budget=FOLD_BUDGET_BYTES, bytes_at=lambda env: bytes_of(sig, env), primary=swept_symbol(sig))
+    return plan
 
 
 def _fold_facts(pkg: OpPackage, case: CorpusCase, res, device) -> dict:
@@ -268,7 +324,9 @@ def _fold_facts(pkg: OpPackage, case: CorpusCase, res, device) -> dict:
 def report_lines(rep: ConformanceReport) -> list[str]:
     lines = [f"conformance  {rep.op}  ({rep.package_hash[:16]})",
              f"  tolerance : {rep.tolerance}",
-             f"  corpus    : {rep.total} cases, seed {rep.corpus.seed}{', large' if rep.corpus.large else ''}, "
+             f"  corpus    : {rep.total} cases, seed {rep.corpus.seed}"
+             f"{f' (and the next {rep.corpus.seeds - 1}: small and extreme cases)' if rep.corpus.seeds > 1 else ''}"
+             f"{', large' if rep.corpus.large else ''}, "
              f"hash {rep.corpus.hash[:16]}",
              f"  device    : {rep.profile['adapter'].get('device')} ({rep.profile['id']})",
              f"  result    : {rep.passed} passed, {rep.total - rep.passed} failed in {rep.seconds:.2f} s"]
@@ -276,7 +334,7 @@ def report_lines(rep: ConformanceReport) -> list[str]:
         lines.append("  category  : " + e.format().replace("\n", "\n              "))
     if rep.failures:
         classes = ", ".join(f"{k}: {v}" for k, v in rep.failing_classes().items())
-        lines.append(f"  failing   : {classes}")
+        lines.append(f"  failing   : {classes}" + (f"; failures only where {rep.fails_when}" if rep.fails_when else ""))
         lines += ["  " + ln for ln in rep.first_failure_lines()]
     if rep.fold is not None:
         f = rep.fold
@@ -293,12 +351,14 @@ def report_lines(rep: ConformanceReport) -> list[str]:
                              f"{g['workgroup_size']}" + (" (folds into 2-D)" if g["folded"] else " (no fold)"))
         for miss in rep.plan.not_reached:
             lines.append(f"  not reached: {miss['what']}: {miss['why']}")
+    lines += coverage.extremes_lines(rep.corpus)
     for name, vals in rep.overrides.items():
         vals = sorted(vals)
         lines.append(f"  overrides : {name}: {len(vals)} value(s) compiled and run: {', '.join(map(str, vals))}")
     if rep.backward is not None:
         lines += rep.backward.lines(rep.repro)
     lines += mutants_mod.lines(rep.mutation)
+    lines += races_mod.lines(rep.races)
     if rep.timing is not None:
         lines.append(f"  time      : {rep.timing.line()}")
     lines.append("  verdict   : " + ("PASS" if rep.ok else "FAIL"))

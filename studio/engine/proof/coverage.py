@@ -22,6 +22,7 @@ from .corpus import swept_symbol
 from .sizes import launch
 
 VERSION = 1
+MAX_LISTED = 24            # extremes and unreachable pairs listed per axis on the receipt (the rest counted)
 DEFAULT_SMALL = 2000       # a receipt without a coverage record covers the corpus's small sizes only
 
 
@@ -32,17 +33,65 @@ def summarize(rep) -> dict:
     launches = dict(plan.invocations) if plan is not None else {}
     fold = {}
     for name in ("forward", "backward"):
-        gs = [g for k, g in launches.items() if (k == "backward_fold") == (name == "backward")]
+        gs = [g for k, g in launches.items() if k.startswith("backward_fold") == (name == "backward")]
         missing = [m for m in (plan.not_reached if plan else []) if m["what"].startswith(name)]
         fold[name] = any(g["folded"] for g in gs) if gs or missing else None
     bands = {t.name: {"binades": [band_groups(t.domain)[0][0], band_groups(t.domain)[-1][1]],
                       "signs": ["+" if s > 0 else "-" for s in signs(t.domain)],
                       "per_binade": PER_BINADE, "binades_per_case": BINADES_PER_CASE, "kinks": True}
              for t in sig.inputs if t.dtype in ("f32", "bf16")}
+    reach = getattr(corpus, "reach", None)
     return {"version": VERSION, "swept": swept_symbol(sig), "largest": rep.largest_size(),
             "max_invocations": max([g["invocations"] for g in launches.values()] + [0]),
             "sizes": dict(plan.sizes) if plan else {}, "launch": launches, "fold": fold,
-            "not_reached": list(plan.not_reached) if plan else [], "bands": bands, "large": bool(corpus.large)}
+            "not_reached": (list(plan.not_reached) if plan else []) + (list(reach.missing) if reach else []),
+            "bands": bands, "large": bool(corpus.large), "params": params_reached(corpus, sig),
+            "seeds": corpus.identity.get("seeds", [corpus.seed]), "axes": axes_reached(corpus),
+            **({"pairs": {"covered": reach.pairs, "unreachable": reach.unreachable_pairs[:MAX_LISTED]}} if reach else {})}
+
+
+def params_reached(corpus, sig) -> dict[str, list[int]]:
+    """The integer parameter values the corpus's cases hold (a float parameter is swept across its
+    domain: boundaries, tiny, huge and random values, so every value inside it counts as reached)."""
+    ints = [p.name for p in sig.params if p.dtype in ("u32", "i32")]
+    seen: dict[str, set] = {name: set() for name in ints}
+    for c in corpus.cases:
+        for name in ints:
+            v = c.params.get(name)
+            if isinstance(v, int) and not isinstance(v, bool):
+                seen[name].add(v)
+    return {name: sorted(vals) for name, vals in seen.items() if vals}
+
+
+def axes_reached(corpus) -> dict:
+    """Per dim and parameter: the smallest and largest value the cases reached, how many distinct
+    values, and the domain's extremes reached (extremes.py), at most MAX_LISTED of them."""
+    seen: dict[str, set] = {}
+    for c in corpus.cases:
+        for k, v in {**c.dims, **c.params}.items():
+            seen.setdefault(k, set()).add(v)
+    reach = getattr(corpus, "reach", None)
+    out = {}
+    for k, vals in seen.items():
+        ext = sorted((reach.values.get(k) if reach else None) or ())
+        out[k] = {"min": min(vals), "max": max(vals), "distinct": len(vals), "extremes": ext[:MAX_LISTED]}
+    return out
+
+
+def extremes_lines(corpus) -> list[str]:
+    """The report's lines on the domain's extremes: per dim and parameter the extremes reached, the
+    pairs met, and what was not reached and why."""
+    reach = getattr(corpus, "reach", None)
+    if reach is None or not reach.values:
+        return []
+    shown = lambda v: f"{v:,}" if isinstance(v, int) else f"{v:g}"     # noqa: E731
+    out = [f"  extremes  : {name}: {', '.join(map(shown, sorted(vals)[:MAX_LISTED]))}"
+           for name, vals in reach.values.items()]
+    out.append(f"  pairs     : {reach.pairs} pairs of extremes met" + (
+        f"; {len(reach.unreachable_pairs)} the relations exclude ({', '.join(reach.unreachable_pairs[:4])}"
+        f"{', ...' if len(reach.unreachable_pairs) > 4 else ''})" if reach.unreachable_pairs else ""))
+    out += [f"  not reached: {m['what']}: {m['why']}" for m in reach.missing]
+    return out
 
 
 def of_receipt(receipt: dict) -> dict:
@@ -96,11 +145,14 @@ def stronger(a: dict, b: dict) -> bool:
     return all(fa.get(k) or not fb.get(k) for k in ("forward", "backward"))
 
 
-def decide(old: dict | None, old_valid: bool, passed: bool, new_cov: dict) -> str:
+def decide(old: dict | None, old_valid: bool, passed: bool, new_cov: dict, *, old_failed: bool = False) -> str:
     """What a full conformance run does to the receipt there: ``write`` (the new one), ``keep`` (the
-    old, stronger one) or ``invalidate`` (write the failing one over it)."""
+    old, stronger one, or the old failure, which a weaker pass did not run again) or ``invalidate``
+    (write the failing one over it, or where there was none: a failing run is recorded, and refuses)."""
     if not passed:
-        return "invalidate" if old is not None else "none"
+        return "invalidate"
+    if old is not None and old_failed and not stronger(new_cov, of_receipt(old)):
+        return "keep"
     if old is not None and old_valid:
         cov = of_receipt(old)
         if stronger(cov, new_cov) and not stronger(new_cov, cov):
@@ -117,13 +169,27 @@ def describe(receipt: dict) -> list[str]:
     says = {True: "reached", False: "NOT reached", None: "none"}
     out = [f"covers: {cov.get('swept') or 'n'} up to {cov['largest']:,}; 2-D fold: forward "
            f"{says[fold.get('forward')]}, backward {says[fold.get('backward')]}"]
+    for name, a in (cov.get("axes") or {}).items():
+        if isinstance(a, dict) and "min" in a:
+            shown = lambda v: f"{v:,}" if isinstance(v, int) else f"{v:g}"     # noqa: E731
+            out.append(f"reached: {name} from {shown(a['min'])} to {shown(a['max'])} ({a['distinct']} values)"
+                       + (f"; extremes {', '.join(map(shown, a['extremes']))}" if a.get("extremes") else ""))
+    if isinstance(cov.get("pairs"), dict):
+        p = cov["pairs"]
+        out.append(f"pairs of extremes: {p.get('covered')} met" + (
+            f"; never together (the relations exclude them): {', '.join(map(str, p['unreachable']))}"
+            if p.get("unreachable") else ""))
+    if cov.get("seeds"):
+        out.append(f"seeds: {', '.join(map(str, cov['seeds']))}")
     out += [f"not reached: {m['what']}: {m['why']}" for m in cov.get("not_reached") or []]
     for name, b in (cov.get("bands") or {}).items():
         out.append(f"values: {name} in every band 2^{b['binades'][0]}..2^{b['binades'][1]} "
                    f"({'/'.join(b['signs'])}), kinks and domain edges")
     mut = receipt.get("mutation") if isinstance(receipt, dict) else None
     if isinstance(mut, dict) and "killed" in mut:
-        out.append(f"mutants: {mut['killed']} of {mut['total'] - len(mut.get('acknowledged') or [])} killed"
-                   + (f"; {len(mut['survivors'])} survive: " + ", ".join(s['id'] for s in mut["survivors"])
-                      if mut.get("survivors") else ""))
+        for m, what in ((mut, "mutants"), (mut.get("backward"), "backward mutants")):
+            if isinstance(m, dict) and "killed" in m:
+                out.append(f"{what}: {m['killed']} of {m['total'] - len(m.get('acknowledged') or [])} killed"
+                           + (f"; {len(m['survivors'])} survive: " + ", ".join(s['id'] for s in m["survivors"])
+                              if m.get("survivors") else ""))
     return out

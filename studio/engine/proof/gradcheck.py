@@ -34,6 +34,7 @@ from ..grad.vjp import cotangent_name, forward64, reference_vjp, vjp_inputs
 from ..precision import is_float
 from . import gradpoints as gp
 from .gradcoverage import summarize
+from .sizes import axis_workgroups
 from .gradreport import (
     MIN_COUNTED,
     MUTANTS,
@@ -125,7 +126,7 @@ def gradcheck(ctx: Context, pkg, params: dict | None = None, *, h: float = DEFAU
 def _size_classes(pkg, main: dict) -> list[dict]:
     sig, k = pkg.contract.signature, pkg.contract.kernel
     past = gp.WORKGROUPS_PAST * (k.workgroup_size if k is not None else 64) + 1
-    out = [gp.shapes_at(sig, main, past)]
+    out = [gp.shapes_at(sig, main, past)] + gp.extreme_shapes(sig, main, axis_workgroups(pkg.contract))
     out += [gp.shapes_at(sig, main, gp.EXTRA, {d: v}) for d in gp.other_dims(sig) for v in gp.DIM_CLASSES]
     seen, unique = [], []
     for at in out:

@@ -7,7 +7,8 @@ the exam): parameter values, sizes and input values.
   is checked once (with the others at their main values, or the nearest ones the relations allow).
 - sizes (`shapes_at`): the swept dimension at its smallest admissible value, one above it, EXTRA
   above it, and past WORKGROUPS_PAST workgroups of the op's kernel; every other dim (a filter's
-  length) at each of DIM_CLASSES (1, 2, 3, 4: one, odd and even lengths).
+  length) at each of DIM_CLASSES (1, 2, 3, 4: one, odd and even lengths), past WORKGROUPS_PAST
+  workgroups along it and at its declared maximum (`extreme_shapes`).
 - values: a *plain* point (normal values) and an *edge* point (values planted within h of each
   other, of zero and of each float parameter, some exactly on them) (`points`); values at several
   distances from every kink, just beyond h and then across decades up to the input's scale
@@ -216,6 +217,21 @@ def shapes_at(sig: Signature, params: dict, extra: int, fixed: dict | None = Non
         if v is not None:
             return _valid(sig, {**dims, primary: v + extra}, params) or _valid(sig, {**dims, primary: v}, params)
     return None
+
+
+def extreme_shapes(sig: Signature, params: dict, workgroups: dict[str, int]) -> list[dict]:
+    """Every other dim past WORKGROUPS_PAST workgroups of the kernel along it, and every dim at its
+    declared maximum (``cols <= 256``: 256) where that is at most MAX_SIZE (extremes.py)."""
+    from .extremes import axes
+    dims, out = other_dims(sig), []
+    for a in axes(sig, _dim_symbols(sig), workgroups):
+        for v in (WORKGROUPS_PAST * a.workgroup + 1 if a.workgroup else None, a.hi):
+            if a.name in dims and v is not None and v <= MAX_SIZE:
+                out.append(shapes_at(sig, params, EXTRA, {a.name: int(v)}))
+        if a.name not in dims and a.hi is not None and a.hi <= MAX_SIZE:     # the swept size at its maximum
+            out.append(next((at for combo in itertools.islice(itertools.product(OTHER_DIMS, repeat=len(dims)), 16)
+                             if (at := _valid(sig, {**dict(zip(dims, combo)), a.name: int(a.hi)}, params))), None))
+    return [s for s in out if s is not None]
 
 
 def choose(sig: Signature, given: dict) -> tuple[dict, dict]:

@@ -63,3 +63,68 @@ def hint(case, kind: str, mismatch, *, workgroup_size: int | None = None, folded
         return ("WGSL lets the compiler assume no NaNs, so `x != x` or `isNan`-style comparisons may be folded "
                 "away; test NaN by its bits: (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u")
     return None
+
+
+# ------------------------------------------------------------------ what the failing cases share
+EXPLAINS = 0.75     # a condition names the failures when at least this share of the cases meeting it fail
+
+
+def fails_when(failing: list, cases: list) -> str | None:
+    """What every failing case shares and no passing case does, as a label ("w > 31", "n = w",
+    "n > 1000003"): a relation tight in every failing case and in no passing one; else the one
+    parameter or size whose failing values lie in a range that passing values lie outside of
+    (named by those passing values), where most cases inside the range fail (``EXPLAINS``: a value
+    the failing cases share only by construction, such as the large cases' first parameter
+    combination, names nothing). Parameters before sizes, the sharpest range first. None when no
+    case passes (nothing separates them) or nothing is shared."""
+    failing = list({c.index: c for c in failing}.values())        # a case failing on two outputs is one case
+    bad = {c.index for c in failing}
+    passing = [c for c in cases if c.index not in bad]
+    if not failing or not passing:
+        return None
+    tight = [t for t in sorted(set(failing[0].tight).intersection(*(set(c.tight) for c in failing[1:])))
+             if not any(t in c.tight for c in passing)]
+    if tight:
+        return " and ".join(tight)
+    best = None
+    for rank, name in enumerate(dict.fromkeys([*failing[0].params, *failing[0].dims])):
+        got = _range_label(name, [_value(c, name) for c in failing], [_value(c, name) for c in passing])
+        if got is not None and (best is None or got[0] > best[0]):
+            best = got
+    return best[1] if best else None
+
+
+def _value(case, name):
+    v = {**case.dims, **case.params}.get(name)
+    return v if isinstance(v, (int, float)) and not isinstance(v, bool) and np.isfinite(v) else None
+
+
+def _range_label(name: str, fv: list, pv: list) -> tuple[float, str] | None:
+    """(the share of the cases in the failing range that fail, the label), or None."""
+    if not fv or any(v is None for v in fv):
+        return None
+    pv = [v for v in pv if v is not None]
+    lo, hi = min(fv), max(fv)
+    below, above = [v for v in pv if v < lo], [v for v in pv if v > hi]
+    share = len(fv) / (len(fv) + sum(lo <= v <= hi for v in pv))
+    if not (below or above) or share < EXPLAINS:
+        return None
+    if lo == hi:
+        return share, f"{name} = {_num(lo)}"
+    if below and above:
+        return share, f"{name} in [{_num(lo)}, {_num(hi)}]"
+    return share, (f"{name} > {_num(max(below))}" if below else f"{name} < {_num(min(above))}")
+
+
+def _num(v) -> str:
+    return str(int(v)) if float(v).is_integer() and abs(v) < 2**53 else repr(float(v))
+
+
+def labelled(case, label: str | None) -> str:
+    """The case's one-line description under the failures' label: the relations tight in this case
+    are shown only when the label names them (a tight `n = w` is no cause when every failing case
+    has w > 31, and cases with n = w and w <= 31 pass)."""
+    text = case.describe()
+    if label and case.tight and not all(t in label for t in case.tight):
+        text = text.replace(f" ({', '.join(case.tight)})", "", 1)
+    return text + (f" (failures only where {label})" if label else "")

@@ -12,12 +12,14 @@
    a loop condition) on the way to the read. The launch rounds up to whole workgroups, so such a
    read runs past the end: lavapipe returns 0 there, other GPUs may not.
 
-What the analysis is (and is not): a walk over the entry point's statements as written (pygments'
-WGSL tokens, comments skipped), tracking which names carry invocation-dependent values. A value is
-non-uniform if its expression names an invocation builtin, a `read_write` storage or workgroup
-variable, an atomic, or a name assigned inside non-uniform control flow. A name counts as guarded
-once any comparison (`<`, `<=`, `>`, `>=`, `==`) mentions it in an enclosing `if`/loop condition,
-or in an `if` whose body ends in `return`/`break` earlier in the block; `min(...)`/`clamp(...)`/
+What the analysis is (and is not): a walk over the entry point's statements as the product's WGSL
+grammar parses them (proof/wgsl_reader.py): reads are its `index` nodes, barriers its `call` nodes,
+guards its comparison nodes, and the names an expression mentions its tokens. It tracks which
+names carry invocation-dependent values. A value is non-uniform if its expression names an
+invocation builtin, a `read_write` storage or workgroup variable, an atomic, or a name assigned
+inside non-uniform control flow. A name counts as guarded once any comparison (`<`, `<=`, `>`,
+`>=`, `==`) mentions it in an enclosing `if`/loop condition, or in an `if` whose body ends in
+`return`/`break` earlier in the block; `min(...)`/`clamp(...)`/
 `a % b` as a whole initialiser count as clamps. It does not judge that a guard compares against
 the right bound (conformance does), judges names whole (`gid.x` compared counts for `gid.y`), does
 not follow reads into helper functions (a helper that contains a barrier counts as one at its
@@ -27,7 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import StudioError
-from .wgsl_reader import RELATIONAL, Module, Parser, Tok, bracket, is_clamp, operand, read_module
+from .wgsl_reader import RELATIONAL, Module, Tok, builtin_params, is_clamp, operator, read_module, subtrees, toks
 
 BARRIERS = {"workgroupBarrier", "storageBarrier", "textureBarrier", "workgroupUniformLoad"}
 INVOCATION = {"global_invocation_id", "local_invocation_id", "local_invocation_index",
@@ -43,31 +45,11 @@ def _barrier_functions(m: Module) -> set[str]:
     changed = True
     while changed:
         changed = False
-        for fname, (_, lo, hi) in m.functions.items():
-            if fname not in names and any(t.v in names for t in m.toks[lo:hi]):
+        for fname, fn in m.functions.items():
+            if fname not in names and any(t.v in names for t in fn.toks):
                 names.add(fname)
                 changed = True
     return names
-
-
-def _builtin_params(params: list[Tok], toks: list[Tok]) -> dict[str, set[str]]:
-    """{param name: its builtins} for `@builtin(X) name: T` parameters, and for a parameter whose
-    type is a struct with `@builtin(X)` members (`fn main(in: Inputs)`: `in.gid` names `in`)."""
-    structs: dict[str, set[str]] = {}
-    for k, t in enumerate(toks):
-        if t.v == "struct" and k + 2 < len(toks) and toks[k + 2].v == "{":
-            j = k + 3
-            while j < len(toks) and toks[j].v != "}":
-                if toks[j].v == "builtin" and j + 2 < len(toks):
-                    structs.setdefault(toks[k + 1].v, set()).add(toks[j + 2].v)
-                j += 1
-    out: dict[str, set[str]] = {}
-    for k, t in enumerate(params):
-        if t.v == "builtin" and k + 4 < len(params) and params[k + 1].v == "(":
-            out[params[k + 4].v if params[k + 3].v == ")" else params[k + 3].v] = {params[k + 2].v}
-        elif t.v == ":" and k > 0 and k + 1 < len(params) and params[k + 1].v in structs:
-            out[params[k - 1].v] = structs[params[k + 1].v]
-    return out
 
 
 # ---- the walk ------------------------------------------------------------------------------------
@@ -84,16 +66,15 @@ class _State:
 class _Walk:
     def __init__(self, m: Module, entry: str, file: str):
         self.m, self.file = m, file
-        params, lo, hi = m.functions[entry]
-        builtins = _builtin_params(params, m.toks)
+        fn = m.functions[entry]
+        builtins = builtin_params(m, fn)
         self.barrier_names = _barrier_functions(m)
         self.errors: list[StudioError] = []
         self.warnings: list[StudioError] = []
         self.seen: set[tuple[int, int]] = set()
         self.diverged: Tok | None = None
         self.depth = 0                     # loops around the statement being walked
-        p = Parser(m.toks[lo:hi])
-        self.body = p.block()
+        self.body = fn.body
         self.state = _State(set(), {n: set() for n, b in builtins.items() if b & INDEXING},
                             {n for n, b in builtins.items() if b & INVOCATION})
 
@@ -111,34 +92,43 @@ class _Walk:
         return bool(ns & (st.nonuniform | rw | self.m.workgroup | ATOMICS))
 
     def compared(self, cond: list[Tok]) -> set[str]:
-        """Names a condition compares (any side of a relational operator, within its operand)."""
+        """Names a condition compares (either side of each comparison node of its parse tree)."""
         out: set[str] = set()
-        for k, t in enumerate(cond):
-            if t.v in RELATIONAL:
-                out |= self.names(operand(cond, k, -1)) | self.names(operand(cond, k, +1))
+        for rel in subtrees(getattr(cond, "tree", None), "relation"):
+            if operator(rel) in RELATIONAL:
+                lhs, _, rhs = rel.children
+                out |= self.names(toks(lhs)) | self.names(toks(rhs))
         return out
 
-    def expr(self, toks: list[Tok], st: _State, *, written: bool = False):
-        """Reads in ``toks`` (a bounds check each) and barriers (a uniformity check each); with
-        ``written``, ``toks`` is an assignment's target, whose own base access is a write."""
-        for k, t in enumerate(toks):
-            if t.v in self.barrier_names and k + 1 < len(toks) and toks[k + 1].v == "(":
-                self.barrier(t, st)
-            if t.v in self.m.storage and not (written and k == 0) and (k == 0 or toks[k - 1].v not in (".", "&")):
-                j = k + 1
-                if j + 1 < len(toks) and toks[j].v == "." and j + 2 < len(toks) and toks[j + 2].v == "[":
-                    j += 2
-                if j < len(toks) and toks[j].v == "[":
-                    index = bracket(toks, j)
-                    loose = {n for n in self.names(index) if self.loose(n, st)}
-                    if loose and (t.line, t.col) not in self.seen:
-                        self.seen.add((t.line, t.col))
-                        self.warnings.append(StudioError(
-                            f"read of '{t.v}' at an index from the invocation id ({', '.join(sorted(loose))}) "
-                            f"with no bounds guard before it: lavapipe returns 0 here; other GPUs may not",
-                            file=self.file, line=t.line, col=t.col,
-                            hint=f"guard it: `if ({sorted(loose)[0]} >= n) {{ return; }}` or "
-                                 f"`if ({sorted(loose)[0]} < arrayLength(&{t.v})) {{ ... }}` before the read"))
+    def expr(self, expr: list[Tok], st: _State, *, written: bool = False):
+        """Reads in the expression (a bounds check each) and barriers (a uniformity check each), found
+        in its parse tree; with ``written``, it is an assignment's target, whose own access is a write."""
+        tree = getattr(expr, "tree", None)
+        if tree is None:
+            return
+        for call in subtrees(tree, "call"):
+            if str(call.children[0]) in self.barrier_names:
+                self.barrier(toks(call.children[0])[0], st)
+        skip = {id(tree)} if written else set()
+        for pre in subtrees(tree, "prefix"):         # `&x[i]`: an address (an atomic's operand), not a read
+            if operator(pre) == "&":
+                skip.add(id(pre.children[1]))
+        for ix in subtrees(tree, "index"):
+            base, index = ix.children[0], ix.children[2]
+            if base.data == "member" and base.children[0].data == "name":     # `s.field[i]`
+                base = base.children[0]
+            if id(ix) in skip or base.data != "name" or str(base.children[0]) not in self.m.storage:
+                continue
+            t = toks(base)[0]
+            loose = {n for n in self.names(toks(index)) if self.loose(n, st)}
+            if loose and (t.line, t.col) not in self.seen:
+                self.seen.add((t.line, t.col))
+                self.warnings.append(StudioError(
+                    f"read of '{t.v}' at an index from the invocation id ({', '.join(sorted(loose))}) "
+                    f"with no bounds guard before it: lavapipe returns 0 here; other GPUs may not",
+                    file=self.file, line=t.line, col=t.col,
+                    hint=f"guard it: `if ({sorted(loose)[0]} >= n) {{ return; }}` or "
+                         f"`if ({sorted(loose)[0]} < arrayLength(&{t.v})) {{ ... }}` before the read"))
 
     def loose(self, name: str, st: _State, seen: frozenset = frozenset()) -> bool:
         """``name`` holds an invocation-derived value that no guard in scope bounds: neither it nor
@@ -259,9 +249,9 @@ def check_kernel_flow(source: str, entry: str, *, kernel_file: str) -> tuple[lis
     unguarded storage reads at invocation-derived indexes (warnings). An entry point that is not
     found, or that cannot be read, gets none here (the compiler reports it)."""
     try:
-        m = read_module(source)
+        m = read_module(source, file=kernel_file)
         if entry not in m.functions:
             return [], []
         return _Walk(m, entry, kernel_file).run()
-    except (IndexError, ValueError, KeyError, RecursionError):     # text the compiler will refuse
+    except (StudioError, RecursionError):     # text the grammar (and the compiler) will refuse
         return [], []

@@ -138,14 +138,17 @@ def acknowledged(pkg) -> list[str]:
     return [ln.split("#", 1)[0].strip() for ln in lines if ln.split("#", 1)[0].strip()]
 
 
-def score(pkg, cases: list, run_forward, *, count: int = DEFAULT_COUNT, seed: int = 0) -> dict:
+def score(pkg, cases: list, run_forward, *, count: int = DEFAULT_COUNT, seed: int = 0,
+          part: str = "forward") -> dict:
     """Run the mutants through ``cases``; ``run_forward(mutant_pkg, cases) -> failures`` (stopping at
-    the first). The result is plain JSON, for the report and the receipt."""
+    the first). ``part``: ``backward`` mutates the `[backward]` kernel instead (its ids are prefixed
+    ``backward/``). The result is plain JSON, for the report and the receipt."""
     ack = acknowledged(pkg)
     killed, survivors, acked = {}, [], []
-    mutants = select(pkg.kernel_source or "", count, seed)
+    field, prefix = ("backward_source", "backward/") if part == "backward" else ("kernel_source", "")
+    mutants = [dataclasses.replace(m, id=prefix + m.id) for m in select(getattr(pkg, field) or "", count, seed)]
     for m in mutants:
-        mpkg = dataclasses.replace(pkg, kernel_source=m.source)
+        mpkg = dataclasses.replace(pkg, **{field: m.source})
         try:
             fails = run_forward(mpkg, cases)
         except StudioError as e:                  # it does not compile or cannot run: killed by the engine
@@ -173,4 +176,6 @@ def lines(mut: dict) -> list[str]:
         out.append("  survivors : your corpus cannot tell these apart from your kernel "
                    f"(acknowledge an equivalent one in {ACK_FILE}):")
         out += [f"              {s['id']}  {s['description']}" for s in mut["survivors"]]
+    if isinstance(mut.get("backward"), dict):
+        out += [ln.replace("  mutants   :", "  mutants   : backward:", 1) for ln in lines(mut["backward"])]
     return out

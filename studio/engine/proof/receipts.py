@@ -33,7 +33,8 @@ from ..records import places
 from ..records.reader import read_document, read_object, schema_problem, show
 from ..records.seal import Seal
 from ..records.writer import write_record
-from .corpus import regenerate
+from .corpus import SEEDS, regenerate
+from .reliance import failure_record
 
 SCHEMA = "scellis-receipt/1"
 GRADCHECK_SCHEMA = "scellis-gradcheck/1"
@@ -113,6 +114,7 @@ class ReceiptSchema(Struct, forbid_unknown_fields=True):
     backward: _Backward | None = None
     coverage: dict | None = None
     mutation: dict | None = None
+    failure: dict | None = None       # a failing run's first failing case (proof/reliance.py)
 
 
 class GradcheckSchema(Struct):
@@ -172,6 +174,7 @@ def make_receipt(pkg: OpPackage, rep) -> dict:
         **({"backward": {k: rep.backward.to_json()[k] for k in BACKWARD_FIELDS}} if rep.backward is not None else {}),
         **({"coverage": rep.coverage} if getattr(rep, "coverage", None) is not None else {}),
         **({"mutation": rep.mutation} if getattr(rep, "mutation", None) is not None else {}),
+        **({"failure": failure_record(rep)} if not rep.ok else {}),
     }
 
 
@@ -284,7 +287,12 @@ def _stale(pkg: OpPackage, receipt: dict, corpora: dict | None = None) -> list[s
         return problems + ["the corpus was generated from another signature"]
     if fold is not None and (c.kernel is None or fold > 65537 * c.kernel.workgroup_size + 257):   # sizes.fold_point
         return problems + [f"corpus.fold_size {fold} is past any launch fold of this kernel"]
-    key = (c.signature.text, ident["seed"], ident["large"], fold, repr(ident.get("sizes")))
+    seeds = ident.get("seeds") or [ident["seed"]]
+    if not isinstance(seeds, list) or len(seeds) < SEEDS:
+        return problems + [f"the corpus was made for {len(seeds) if isinstance(seeds, list) else 'no list of'} "
+                           f"seed(s): a receipt is earned over at least {SEEDS}"]
+    key = (c.signature.text, ident["seed"], ident["large"], fold, repr(ident.get("sizes")), repr(ident.get("run_params")),
+           repr(seeds), repr(ident.get("workgroups")))
     made = corpora.get(key) if corpora is not None else None
     if made is None:
         try:

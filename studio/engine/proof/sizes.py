@@ -10,6 +10,12 @@ not from the forward's launch alone — and why any size is not reached.
 * ``big``: a large size (about 10⁶, or the largest the signature admits below that) for every
   op, whatever its launch shape: a scan launched as 256 invocations still gets one.
 
+Each axis of an op with more than one dim gets its own (``plan_axes``): ``fold@h``, ``backward_fold@h``
+and ``big@h``, that axis swept with every other dim above 1 (a kernel that ignores the folded row
+index, or is wrong past 10⁶ elements only when cols ≥ 2, fails there); an axis the signature caps
+below the fold, or whose launch does not grow with it, is named in ``not_reached``. The swept size
+of a 1-D launch keeps the fold it reached with the other dims at 1 (the same launch).
+
 The default corpus holds a size when its arrays fit ``BUDGET_BYTES``; ``--large`` holds all."""
 from __future__ import annotations
 
@@ -33,9 +39,13 @@ class SizePlan:
 
     def backward_fold_sizes(self) -> list[int]:
         """The swept sizes at which the backward launch folds (its own case, or the forward's fold case)."""
-        g = self.invocations.get("backward_fold")
-        size = self.sizes.get("backward_fold") or self.sizes.get("fold")
-        return [size] if g and g["folded"] and size else []
+        out = []
+        for k, g in self.invocations.items():
+            kind, _, axis = k.partition("@")
+            size = self.sizes.get(k) or self.sizes.get("fold" + (f"@{axis}" if axis else ""))
+            if kind == "backward_fold" and g["folded"] and size:
+                out.append(size)
+        return out
 
     def add(self, extra: dict[str, int], contract, env_for, limit: int) -> None:
         """Sizes asked for besides the plan (a run's own size: coverage.py), with their launches."""
@@ -95,6 +105,67 @@ def launch(spec, env: dict, limit: int) -> dict:
     return {"invocations": g.total_invocations, "workgroup_size": spec.workgroup_size, "workgroups": g.workgroups,
             "folded": g.folded is not None, **({"grid": list(g.grid), "fold": g.folded, "extra": g.extra}
                                                 if g.folded or spec_axes(spec) else {})}
+
+
+def axis_workgroups(contract) -> dict[str, int]:
+    """The forward kernel's workgroup along each dim: the axis a dim alone launches (``["w", "h"]``
+    with 8 × 8 workgroups: w → 8, h → 8), else every dim of a 1-D launch's invocations."""
+    spec = contract.kernel
+    if spec is None:
+        return {}
+    dims = set(contract.signature.symbols) - {p.name for p in contract.signature.params}
+    out: dict[str, int] = {}
+    for expr, wg in zip(spec_axes(spec) or (spec.invocations,), getattr(spec, "workgroup", ()) or (spec.workgroup_size,)):
+        for sym in sorted(expr.symbols() & dims):
+            out.setdefault(sym, int(wg))
+    return out
+
+
+def plan_axes(out: SizePlan, contract, axis_envs: dict, limit: int, *, large: bool, budget: int,
+              bytes_at, primary: str | None = None) -> None:
+    """Each axis's own fold (forward and backward) and large size, the other dims above 1.
+    ``axis_envs``: axis -> its env without it (None: no admissible one); ``bytes_at(env)``. The
+    swept size ``primary`` gets no fold of its own where a 1-D launch already folded along it."""
+    sig = contract.signature
+    for axis, base in axis_envs.items():
+        if base is None:
+            out.not_reached.append({"what": f"{axis}'s own large sizes", "size": None, "why": (
+                "no admissible case has every other dim above 1")})
+            continue
+        env_for = lambda v, base=base, axis=axis: {**base, axis: v}        # noqa: E731
+        smallest = next((v for v in range(1, 4097) if _admissible(sig, env_for(v), None)), None)
+        if smallest is None:
+            continue
+        top = largest_admissible(sig, env_for, smallest, SEARCH_TOP) or smallest
+
+        def fits(what: str, v: int) -> bool:
+            need = bytes_at(env_for(v))
+            if large or need <= budget:
+                return True
+            out.not_reached.append({"what": what, "size": v, "why": f"needs about {need / 2**20:.0f} MiB, over the "
+                                    f"default corpus's {budget >> 20} MiB: run `scellis conform --large`"})
+            return False
+        for kind, spec in (("fold", contract.kernel), ("backward_fold", contract.backward_kernel)):
+            if spec is None or len(spec_axes(spec)) == 3:
+                continue
+            if axis == primary and not spec_axes(spec) and kind in out.invocations:
+                continue          # a 1-D launch along the swept size folds alike whatever the others: reached
+            name = f"{'forward' if kind == 'fold' else 'backward'} 2-D launch fold along {axis}"
+            v = fold_point(spec, env_for, limit, smallest, top)
+            if v is None:
+                grows = fold_point(spec, env_for, limit, smallest, SEARCH_TOP) is not None
+                out.not_reached.append({"what": name, "size": None, "why": (
+                    f"the signature admits {axis} up to {top:,}, below the fold" if grows else
+                    f"the launch does not grow past {limit} workgroups with {axis}")})
+            elif kind == "backward_fold" and out.sizes.get(f"fold@{axis}", 0) >= v:
+                out.invocations[f"{kind}@{axis}"] = launch(spec, env_for(out.sizes[f"fold@{axis}"]), limit)
+            elif fits(name, v):
+                out.sizes[f"{kind}@{axis}"] = v
+                out.invocations[f"{kind}@{axis}"] = launch(spec, env_for(v), limit)
+        big = min(BIG_SIZE, top)
+        if big > 4096 and not any(v >= big for k, v in out.sizes.items() if k.endswith(f"@{axis}")):
+            if fits(f"{axis} near 10^6 with the other dims above 1", big):
+                out.sizes[f"big@{axis}"] = big
 
 
 def spec_axes(spec) -> tuple:

@@ -1,16 +1,20 @@
-"""A small reader of WGSL's statement structure, for the static checks of proof/kernel_flow.py:
-pygments' WGSL tokens (comments skipped) with their line:col, module-scope storage and workgroup
-variables, functions, and a function body as nested statements. It is not a compiler (naga is):
-it reads what a valid kernel is made of, and a kernel naga refuses is reported by naga."""
+"""A kernel's WGSL read with the product's grammar (resources/grammars/wgsl.lark), for the static
+checks of proof/kernel_flow.py and proof/array_bounds.py and the race sanitizer's rewrite
+(proof/races.py): module-scope storage, workgroup and private variables, structs, functions, and a
+function body as nested statements whose expressions keep both their parse tree and their tokens
+(each at its 1-based line:col). It is not a compiler (naga is): a text the grammar refuses is
+reported by naga, and ``parse_wgsl`` says where the grammar stopped."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from pygments.lexers import get_lexer_by_name
-from pygments.token import Comment
+from lark import Token, Tree
+
+from ..contract.grammar import Source, parse
 
 RELATIONAL = {"<", "<=", ">", ">=", "=="}
-ASSIGN = {"=", "+=", "-=", "*=", "/=", "%=", "&=", "|=", "^=", "<<=", ">>="}
+EXAMPLE = "@compute @workgroup_size(64) fn main(@builtin(global_invocation_id) gid: vec3<u32>) { }"
+
 
 @dataclass(frozen=True)
 class Tok:
@@ -19,248 +23,195 @@ class Tok:
     col: int
 
 
-def tokens(source: str) -> list[Tok]:
-    """The tokens that are code, each with its 1-based line:col (counted as the lexer goes: linear in
-    the size of the source)."""
-    out, line, start, seen = [], 1, 0, 0       # start: the offset of the current line; seen: scanned up to
-    for index, ttype, value in get_lexer_by_name("wgsl").get_tokens_unprocessed(source):
-        if ttype in Comment or not value.strip():
-            continue
-        lead = len(value) - len(value.lstrip())
-        at = index + lead
-        newlines = source.count("\n", seen, at)
-        if newlines:
-            line += newlines
-            start = source.rfind("\n", seen, at) + 1
-        seen = at
-        out.append(Tok(value.strip(), line, at - start + 1))
-    return _join_ops(out)
+class Toks(list):
+    """An expression's tokens in order, with the subtree they came from (``tree``; None when empty)."""
+    tree: Tree | None = None
 
 
-def _join_ops(toks: list[Tok]) -> list[Tok]:
-    """pygments may split `<=`, `>=`, `==`, `+=`, `>>=` ... into single characters: join adjacent ones."""
-    out: list[Tok] = []
-    for t in toks:
-        if out and out[-1].line == t.line and out[-1].col + len(out[-1].v) == t.col and \
-                (out[-1].v + t.v) in RELATIONAL | ASSIGN | {"!=", "&&", "||", "<<", ">>", "->", "++", "--"} and \
-                out[-1].v not in ("(", ")"):
-            out[-1] = Tok(out[-1].v + t.v, out[-1].line, out[-1].col)
-        else:
-            out.append(t)
+def parse_wgsl(source: str, *, file: str | None = None) -> Tree:
+    """The parse tree of a WGSL module; a StudioError at line:col where the grammar stops."""
+    return parse("wgsl", Source(source, file), lambda t: t, EXAMPLE)
+
+
+def toks(node) -> Toks:
+    out = Toks()
+    if node is None:
+        return out
+    if isinstance(node, Token):
+        out.append(Tok(str(node), node.line, node.column))
+        return out
+    out.extend(Tok(str(t), t.line, t.column) for t in node.scan_values(lambda v: isinstance(v, Token)))
+    out.tree = node
     return out
+
+
+def text_of(node: Tree) -> str:
+    """An expression's text on one line: its tokens, a space only where the source had a gap (so
+    comments and line breaks inside it go, and a shift's `>` `>` stays together)."""
+    out, end = [], None
+    for tok in node.scan_values(lambda v: isinstance(v, Token)):
+        out.append(("" if end is None or tok.start_pos == end else " ") + str(tok))
+        end = tok.end_pos
+    return "".join(out)
+
+
+def subtrees(node: Tree, name: str):
+    """Every subtree named ``name`` under ``node`` (itself included), in source order."""
+    if not isinstance(node, Tree):
+        return
+    stack = [node]
+    while stack:
+        t = stack.pop()
+        if t.data == name:
+            yield t
+        stack.extend(c for c in reversed(t.children) if isinstance(c, Tree))
+
+
+def kids(t: Tree) -> list:
+    """The children that are subtrees (the placeholders of absent optional parts dropped)."""
+    return [c for c in t.children if isinstance(c, Tree)]
+
+
+def name_of(t: Tree) -> Token:
+    """The first NAME token among ``t``'s own children (a declaration's or a function's name)."""
+    return next(c for c in t.children if isinstance(c, Token) and c.type == "NAME")
+
+
+def attrs(t: Tree) -> dict[str, list]:
+    """{attribute name: its argument subtrees} of a declaration, parameter or member."""
+    out = {}
+    for a in t.children:
+        if isinstance(a, Tree) and a.data == "attr":
+            out[str(a.children[1])] = kids(a)
+    return out
+
+
+def type_of(t: Tree) -> Tree | None:
+    return next((c for c in t.children if isinstance(c, Tree) and c.data == "type"), None)
 
 
 # ---- statements ----------------------------------------------------------------------------------
 # ("block", [stmt]) · ("if", cond, then, else|None) · ("loop", cond|None, init|None, body, update)
-# ("exit", tok)  return/break/continue · ("decl", name_tok, expr) · ("assign", target, op, expr)
-# ("expr", toks) · ("breakif", cond)
+# ("exit", tok, expr) return/break/continue/discard · ("decl", name_tok, expr) ·
+# ("assign", target, op, expr) · ("expr", toks) · ("breakif", cond); every expression a Toks.
 
-class Parser:
-    def __init__(self, toks: list[Tok]):
-        self.t, self.i = toks, 0
-
-    def peek(self, k: int = 0) -> str:
-        return self.t[self.i + k].v if self.i + k < len(self.t) else ""
-
-    def until(self, stops: set[str]) -> list[Tok]:
-        """Tokens up to (not including) the first of ``stops`` at bracket depth 0."""
-        out, depth = [], 0
-        while self.i < len(self.t):
-            v = self.t[self.i].v
-            if depth == 0 and v in stops:
-                break
-            depth += v in ("(", "[", "{")
-            depth -= v in (")", "]", "}")
-            out.append(self.t[self.i])
-            self.i += 1
-        return out
-
-    def block(self) -> tuple:
-        self.i += 1                                      # "{"
-        stmts = []
-        while self.i < len(self.t) and self.peek() != "}":
-            s = self.stmt()
-            if s is not None:
-                stmts.append(s)
-        self.i += 1                                      # "}"
-        return ("block", stmts)
-
-    def stmt(self):
-        v = self.peek()
-        if v == ";":
-            self.i += 1
-            return None
-        if v == "{":
-            return self.block()
-        if v == "if":
-            self.i += 1
-            cond = self.until({"{"})
-            then = self.block()
-            other = None
-            if self.peek() == "else":
-                self.i += 1
-                other = self.stmt() if self.peek() == "if" else self.block()
-            return ("if", cond, then, other)
-        if v == "for":
-            self.i += 2                                  # "for" "("
-            init = self.simple(self.until({";"}))
-            self.i += 1
-            cond = self.until({";"})
-            self.i += 1
-            update = self.until({")"})
-            self.i += 1
-            return ("loop", cond, init, self.block(), self.simple(update))
-        if v == "while":
-            self.i += 1
-            cond = self.until({"{"})
-            return ("loop", cond, None, self.block(), None)
-        if v == "loop":
-            self.i += 1
-            return ("loop", None, None, self.block(), None)
-        if v == "continuing":
-            self.i += 1
-            return self.block()
-        if v == "switch":
-            self.i += 1
-            cond = self.until({"{"})
-            self.i += 1
-            cases = []
-            while self.i < len(self.t) and self.peek() != "}":
-                self.until({"{"})
-                cases.append(self.block())
-            self.i += 1
-            return ("if", cond, ("block", cases), None)
-        if v == "break" and self.peek(1) == "if":
-            self.i += 2
-            cond = self.until({";"})
-            self.i += 1
-            return ("breakif", cond)
-        if v in ("return", "break", "continue", "discard"):
-            tok = self.t[self.i]
-            expr = self.until({";"})
-            self.i += 1
-            return ("exit", tok, expr[1:])
-        toks = self.until({";"})
-        self.i += 1
-        return self.simple(toks)
-
-    @staticmethod
-    def simple(toks: list[Tok]):
-        if not toks:
-            return None
-        if toks[0].v in ("let", "var", "const") and len(toks) > 1:
-            k = 1
-            if toks[1].v == "<":                         # var<function>
-                while k < len(toks) and toks[k].v != ">":
-                    k += 1
-                k += 1
-            name = toks[k] if k < len(toks) else toks[-1]
-            eq = next((j for j, t in enumerate(toks) if t.v == "="), None)
-            return ("decl", name, toks[eq + 1:] if eq is not None else [])
-        for j, t in enumerate(toks):
-            if t.v in ASSIGN:
-                return ("assign", toks[:j], t.v, toks[j + 1:])
-            if t.v in ("++", "--"):
-                return ("assign", toks[:j], t.v, toks[:j])
-        return ("expr", toks)
+def statement(t):
+    if not isinstance(t, Tree):
+        return None
+    k, parts = t.data, kids(t)
+    if k == "block":
+        return ("block", [s for s in map(statement, parts) if s is not None])
+    if k == "if_stmt":
+        return ("if", toks(parts[0]), statement(parts[1]), statement(parts[2]) if len(parts) > 2 else None)
+    if k == "for_stmt":
+        slots = [c for c in t.children if not (isinstance(c, Token) and str(c) in ("for", "(", ";", ")"))]
+        init, cond, update, body = slots
+        return ("loop", toks(cond), statement(init), statement(body), statement(update))
+    if k == "while_stmt":
+        return ("loop", toks(parts[0]), None, statement(parts[1]), None)
+    if k == "loop_stmt":
+        return ("loop", None, None, statement(parts[0]), None)
+    if k == "continuing":
+        return statement(parts[0])
+    if k == "switch_stmt":
+        cases = [statement(kids(c)[-1]) for c in parts[1:] if c.data == "case"]
+        return ("if", toks(parts[0]), ("block", cases), None)
+    if k == "exit":
+        word = t.children[0]
+        return ("exit", Tok(str(word), word.line, word.column), toks(parts[0] if parts else None))
+    if k == "break_if":
+        return ("breakif", toks(parts[0]))
+    if k == "decl":
+        value = next((c for c in parts if c.data not in ("space", "type")), None)
+        return ("decl", toks(name_of(t))[0], toks(value))
+    if k == "assign":
+        return ("assign", toks(parts[0]), "".join(map(str, parts[1].children)), toks(parts[2]))
+    if k == "incdec":
+        return ("assign", toks(parts[0]), str(parts[1].children[0]), toks(parts[0]))
+    if k in ("call_stmt", "const_assert"):
+        return ("expr", toks(parts[0]))
+    # attributes before a statement: the statement itself
+    inner = [c for c in parts if c.data != "attr"]
+    return statement(inner[0]) if inner else None
 
 
 # ---- the module: globals and functions ----------------------------------------------------------
 
 @dataclass
+class Function:
+    name: str
+    tree: Tree
+    params: list[Tree]               # the `param` subtrees
+    toks: list[Tok]
+
+    @property
+    def body(self) -> tuple:
+        return statement(kids(self.tree)[-1])
+
+
+@dataclass
 class Module:
+    tree: Tree | None = None
     storage: dict[str, str] = field(default_factory=dict)     # name -> "read" | "read_write"
     workgroup: set[str] = field(default_factory=set)
-    functions: dict[str, tuple[list[Tok], int, int]] = field(default_factory=dict)   # name -> (params, body lo, hi)
-    toks: list[Tok] = field(default_factory=list)
+    globals: dict[str, Tree] = field(default_factory=dict)    # every module-scope var, by name
+    structs: dict[str, Tree] = field(default_factory=dict)
+    functions: dict[str, Function] = field(default_factory=dict)
 
 
-def read_module(source: str) -> Module:
-    m = Module(toks=tokens(source))
-    t = m.toks
-    i = 0
-    while i < len(t):
-        if t[i].v == "var" and i + 1 < len(t) and t[i + 1].v == "<":
-            j, space = i + 2, []
-            while j < len(t) and t[j].v != ">":
-                space.append(t[j].v)
-                j += 1
-            if j + 1 < len(t):
-                if space and space[0] == "storage":
-                    m.storage[t[j + 1].v] = "read_write" if "read_write" in space else "read"
-                elif space and space[0] == "workgroup":
-                    m.workgroup.add(t[j + 1].v)
-            i = j
-        elif t[i].v == "fn" and i + 2 < len(t):
-            name, j = t[i + 1].v, i + 2
-            p = Parser(t)
-            p.i = j + 1
-            params = p.until({")"})
-            j = p.i
-            while j < len(t) and t[j].v != "{":
-                j += 1
-            depth, k = 0, j
-            while k < len(t):
-                depth += t[k].v == "{"
-                depth -= t[k].v == "}"
-                if depth == 0:
-                    break
-                k += 1
-            m.functions[name] = (params, j, k + 1)
-            i = k
-        i += 1
+def read_module(source: str, *, file: str | None = None) -> Module:
+    """The module's declarations (raises StudioError where the grammar refuses the text)."""
+    tree = parse_wgsl(source, file=file)
+    m = Module(tree=tree)
+    for d in kids(tree):
+        if d.data == "global_var":
+            name = str(name_of(d))
+            m.globals[name] = d
+            space = next((c for c in kids(d) if c.data == "space"), None)
+            words = [str(c) for c in space.children if isinstance(c, Token) and c.type == "NAME"] if space else []
+            if words[:1] == ["storage"]:
+                m.storage[name] = "read_write" if "read_write" in words else "read"
+            elif words[:1] == ["workgroup"]:
+                m.workgroup.add(name)
+        elif d.data == "struct_decl":
+            m.structs[str(name_of(d))] = d
+        elif d.data == "function":
+            m.functions[str(name_of(d))] = Function(str(name_of(d)), d, [c for c in kids(d) if c.data == "param"],
+                                                    toks(d))
     return m
 
 
-def operand(toks: list[Tok], k: int, step: int) -> list[Tok]:
-    """The operand on one side of the operator at ``k``, up to `&&`, `||`, `,` or an open bracket."""
-    opens, closes = ("(", "["), (")", "]")
-    if step < 0:
-        opens, closes = closes, opens
-    out, depth, j = [], 0, k + step
-    while 0 <= j < len(toks):
-        v = toks[j].v
-        if depth == 0 and v in {"&&", "||", ",", "{", ";"} | RELATIONAL:
-            break
-        depth += v in opens
-        depth -= v in closes
-        if depth < 0:
-            break
-        out.append(toks[j])
-        j += step
-    return out if step > 0 else out[::-1]
+def builtin_params(m: Module, fn: Function) -> dict[str, set[str]]:
+    """{parameter name: its builtins} for `@builtin(X) name: T` parameters, and for a parameter whose
+    type is a struct with `@builtin(X)` members (`fn main(in: Inputs)`: `in.gid` names `in`)."""
+    out: dict[str, set[str]] = {}
+    for p in fn.params:
+        at = attrs(p)
+        if "builtin" in at and at["builtin"]:
+            out[str(name_of(p))] = {toks(at["builtin"][0])[0].v}
+            continue
+        ty = toks(type_of(p))
+        if len(ty) == 1 and ty[0].v in m.structs:
+            members = [c for c in kids(m.structs[ty[0].v]) if c.data == "member"]
+            found = {toks(attrs(c)["builtin"][0])[0].v for c in members if attrs(c).get("builtin")}
+            if found:
+                out[str(name_of(p))] = found
+    return out
 
 
-def bracket(toks: list[Tok], j: int) -> list[Tok]:
-    depth, out = 0, []
-    for t in toks[j:]:
-        depth += t.v == "["
-        depth -= t.v == "]"
-        if depth == 0:
-            break
-        out.append(t)
-    return out[1:]
-
-
-def closes(toks: list[Tok], j: int) -> int:
-    """The index of the bracket that closes the one at ``j``."""
-    depth = 0
-    for k in range(j, len(toks)):
-        depth += toks[k].v in ("(", "[")
-        depth -= toks[k].v in (")", "]")
-        if depth == 0:
-            return k
-    return len(toks)
-
-
-def is_clamp(toks: list[Tok]) -> bool:
+def is_clamp(expr: list[Tok]) -> bool:
     """The whole initialiser is `min(...)`, `clamp(...)` or `a % b`: its value is bounded."""
-    if len(toks) > 2 and toks[0].v in ("min", "clamp") and toks[1].v == "(" and closes(toks, 1) == len(toks) - 1:
+    t = getattr(expr, "tree", None)
+    while t is not None and t.data == "paren":
+        t = kids(t)[0]
+    if t is None:
+        return False
+    if t.data == "call" and str(t.children[0]) in ("min", "clamp"):
         return True
-    depth = 0
-    for t in toks:
-        depth += t.v in ("(", "[")
-        depth -= t.v in (")", "]")
-        if depth == 0 and t.v == "%":
-            return True
-    return False
+    return t.data == "binary" and operator(t) == "%"
+
+
+def operator(t: Tree) -> str:
+    """The operator of a binary, relation or prefix node (an anonymous token or an `*_op` rule)."""
+    op = t.children[0] if t.data == "prefix" else t.children[1]
+    return "".join(map(str, op.children)) if isinstance(op, Tree) else str(op)

@@ -5,6 +5,7 @@ Results are shown only from proven ops when asked (``require_proof``): a valid r
 GPU profile, or conformance first; an op that fails stops the job with its failing case."""
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,13 +17,15 @@ from ..contract.domains import check_values
 from ..contract.package import MANIFEST, OpPackage, load_package, write_package
 from ..errors import StudioError
 from ..grad.run import run_op
-from ..proof import coverage, gradcoverage, receipts
+from ..proof import coverage, gradcoverage, receipts, reliance
 from ..proof import mutants as mutation
 from ..proof.checker import check_package
 from ..proof.conformance import ConformanceReport, report_lines
 from ..proof.conformance import conform as run_conformance
+from ..proof.corpus import MAX_SEEDS, SEEDS
 from ..proof.gradcheck import DEFAULT_H, GradcheckReport
 from ..proof.gradcheck import gradcheck as run_gradcheck
+from ..records.reader import read_regular
 from .proof_budget import ProofBudget
 from .verdicts import remembered_gradcheck
 
@@ -40,16 +43,19 @@ def resolve(ctx: Context, target: str) -> OpPackage:
 # ------------------------------------------------------------------ what a pass earns
 def earn_conformance_receipt(pkg: OpPackage, rep: ConformanceReport, *, full_corpus: bool,
                              seal=None) -> Path | None:
-    """A receipt is what a pass of the whole corpus earns (never a single case, never a failure)."""
+    """A receipt is what a pass of the whole corpus earns (never a single case); a failing full run
+    writes a ``failed`` receipt recording its first failing case, which refuses every run after it."""
     if not full_corpus:
         return None
-    # a weaker pass never replaces a stronger receipt; a failing full run invalidates it (proof/coverage.py)
+    # a weaker pass never replaces a stronger receipt, nor a failure it did not run again; a failing
+    # full run invalidates it (proof/coverage.py)
     old = [(p, v) for p, v in receipts.judge_receipts(pkg, rep.profile["id"], seal)
            if p.stem == rep.profile["id"] and v.receipt is not None]
+    failed = bool(old) and old[0][1].status == "failed"
     what = coverage.decide(old[0][1].receipt if old else None, bool(old) and old[0][1].status == "valid", rep.ok,
-                           rep.coverage or {})
+                           rep.coverage or {}, old_failed=failed)
     if what == "keep":
-        return old[0][0]
+        return None if failed else old[0][0]
     if what not in ("write", "invalidate"):
         return None
     path = receipts.write_receipt(pkg, receipts.make_receipt(pkg, rep), seal)
@@ -87,18 +93,40 @@ def check(ctx: Context, pkg: OpPackage) -> dict:
 
 
 def conform(ctx: Context, pkg: OpPackage, *, seed: int = 0, large: bool = False, case: int | None = None,
-            receipt: bool = True, progress=None, mutants: int | None = None, on_failure=None) -> dict:
-    """``on_failure(failure)``: called the moment the first failing case is judged (the rest run on)."""
+            receipt: bool = True, progress=None, mutants: int | None = None, on_failure=None,
+            seeds: int = SEEDS) -> dict:
+    """``on_failure(failure)``: called the moment the first failing case is judged (the rest run on).
+    ``seeds``: at least SEEDS (a receipt is earned over that many; corpus.py)."""
+    if not SEEDS <= seeds <= MAX_SEEDS:
+        raise StudioError(f"--seeds {seeds}: a receipt is earned over {SEEDS} to {MAX_SEEDS} seeds", field="--seeds",
+                          hint=f"pass --seeds {SEEDS} (the default) or more")
     mutants = (mutation.DEFAULT_COUNT if case is None else 0) if mutants is None else mutants
     rep = run_conformance(ctx, pkg, seed=seed, large=large, only_case=case, progress=progress, mutants=mutants,
-                          on_failure=on_failure)
+                          on_failure=on_failure, seeds=seeds)
     out = rep.to_json()
+    out["lines"] = report_lines(rep)
     if receipt:
         path = earn_conformance_receipt(pkg, rep, full_corpus=case is None, seal=ctx.seal)
         if path is not None:
             out["receipt"] = str(path)
-    out["lines"] = report_lines(rep)
+        elif case is None:
+            out["lines"] += _failed_note(ctx, pkg, rep.ok)
     return out
+
+
+def _failed_note(ctx: Context, pkg: OpPackage, passed: bool) -> list[str]:
+    """What a full run left of a ``failed`` receipt: the failure it recorded, or the failure a weaker
+    pass did not run again (coverage.decide keeps it)."""
+    found = [(p, v) for p, v in receipts.judge_receipts(pkg, ctx.device.profile.id, ctx.seal, corpora=ctx.corpora)
+             if v.status == "failed"]
+    if not found:
+        return []
+    path, v = found[0]
+    if passed:
+        return [f"  receipt   : {path.name} stays failed: it records a failure on a corpus this run did not hold "
+                f"({reliance.describe_failure(v.receipt)}); `scellis run --require-receipt` refuses the op"]
+    return [f"  receipt   : failed, recorded in {path}: `scellis run --require-receipt` refuses the op until "
+            f"its kernel changes"]
 
 
 def gradcheck(ctx: Context, pkg: OpPackage, *, params: dict | None = None, h: float | None = None, seed: int = 0,
@@ -120,37 +148,62 @@ class Proof:
     cases: int = 0
     seconds: float = 0.0
     receipt: str | None = None
+    relied: str = ""     # which receipt the run relies on, in one line (reliance.relied_line)
 
     def line(self) -> str:
+        if self.relied:
+            return self.relied
         if self.status == "valid":
             return f"proof {self.op}: valid conformance receipt on this GPU profile"
         return (f"proof {self.op}: no receipt here, so conformance ran first: {self.cases} cases pass "
                 f"in {self.seconds:.2f} s" + (f"; receipt {self.receipt}" if self.receipt else ""))
 
 
+def _relied(pkg: OpPackage, path: Path | None, receipt: dict, earned: str = "") -> str:
+    try:
+        sha = hashlib.sha256(read_regular(path, receipts.MAX_RECEIPT_BYTES, what="receipt", file=str(path))
+                             ).hexdigest() if path is not None else None
+    except (OSError, StudioError):
+        sha = None
+    return reliance.relied_line(pkg.id, path, sha, receipt, (coverage.describe(receipt) or ["covers: ?"])[0],
+                                earned=earned)
+
+
 def require_proof(ctx: Context, pkg: OpPackage, *, progress=None, inputs: dict | None = None,
                   params: dict | None = None) -> Proof:
-    """The op's receipt for ``ctx``'s GPU profile, or conformance now; raises on a failing op. A run
-    (``inputs``, ``params``) outside the receipt's coverage proves at its own size first (coverage.py)."""
+    """The op's receipt for ``ctx``'s GPU profile, or conformance now; raises on a failing op. A
+    ``failed`` receipt refuses, always, naming its failing case. A run (``inputs``, ``params``)
+    outside the receipt's coverage (a size past it, a launch fold it never reached, an integer
+    parameter value it never ran) proves at its own size and parameters first (coverage.py,
+    reliance.py). The Proof's line names the receipt the run relies on. All of it, the receipts'
+    verification included, runs on the proof's own budget, never the run's (proof_budget.py)."""
+    with ProofBudget(progress) as beat:
+        return _require_proof(ctx, pkg, progress=beat.progress if progress else None, inputs=inputs, params=params)
+
+
+def _require_proof(ctx: Context, pkg: OpPackage, *, progress, inputs: dict | None, params: dict | None) -> Proof:
     found = receipts.judge_receipts(pkg, ctx.device.profile.id, ctx.seal, corpora=ctx.corpora)
     status = receipts.summarize(found)
-    extra, why = None, None
+    if status == "failed":                   # a failed receipt is never run past
+        path, v = next((p, v) for p, v in found if v.status == "failed")
+        raise reliance.refusal(pkg, v.receipt, path, file=str(pkg.root / MANIFEST), field=PROOF_FAILED)
+    extra, why, own = None, None, {}
     if status == "valid":
-        valid = [v.receipt for _, v in found if v.status == "valid"]
-        geo = coverage.run_geometry(pkg.contract, inputs or {}, params or {},
-                                    ctx.device.profile.limits.get("max-compute-workgroups-per-dimension", 65535))
-        why = coverage.uncovered(coverage.of_receipt(valid[0]), geo) if valid and inputs is not None else None
+        path, valid = next((p, v.receipt) for p, v in found if v.status == "valid")
+        why, geo, own = reliance.outside(pkg.contract, valid, inputs, params or {},
+                                         ctx.device.profile.limits.get("max-compute-workgroups-per-dimension", 65535))
         if why is None:
-            return Proof(pkg.id, "valid")
-        if geo.get("n") is None:
+            return Proof(pkg.id, "valid", receipt=str(path), relied=_relied(pkg, path, valid))
+        if geo is None or geo.get("n") is None:
             raise StudioError(f"{pkg.id}: this run is outside what its receipt covers ({why}), and no corpus size "
                               f"matches it", file=str(pkg.root / MANIFEST), hint=f"run `scellis conform {pkg.root} --large`")
         extra, status = {"run": geo["n"]}, f"valid, but {why}"
-    with ProofBudget(progress) as beat:      # the proof's own budget, not the run's (proof_budget.py)
-        rep = run_conformance(ctx, pkg, progress=beat.progress if progress else None, extra_sizes=extra)
+    rep = run_conformance(ctx, pkg, progress=progress, extra_sizes=extra,
+                          run_params={p.name: (params or {})[p.name] for p in pkg.contract.signature.params
+                                      if p.name in (params or {})} if own else None)
     if not rep.ok:
         try:
-            earn_conformance_receipt(pkg, rep, full_corpus=True, seal=ctx.seal)    # invalidates a receipt there
+            earn_conformance_receipt(pkg, rep, full_corpus=True, seal=ctx.seal)    # a failed receipt: it refuses from now on
         except OSError:
             pass
         raise StudioError(
@@ -158,24 +211,37 @@ def require_proof(ctx: Context, pkg: OpPackage, *, progress=None, inputs: dict |
             + "\n".join(report_lines(rep)),
             file=str(pkg.root / MANIFEST), field=PROOF_FAILED,
             hint=f"fix the kernel; reproduce with `scellis conform {pkg.root}`")
+    still = reliance.unreached_params(rep.coverage or {}, own, set(own))
+    if still:                                # the corpus could not hold a case at the run's own values
+        raise StudioError(f"{pkg.id}: this run is outside what its receipt covers ({why}), and conformance could "
+                          f"not build a case at {', '.join(f'{k} = {v}' for k, v in still.items())}",
+                          file=str(pkg.root / MANIFEST),
+                          hint="run it at a parameter value the receipt covers (`scellis receipts` lists them)")
     try:
         path = earn_conformance_receipt(pkg, rep, full_corpus=True, seal=ctx.seal)
     except OSError:   # a read-only install: the proof still holds for this run
         path = None
-    return Proof(pkg.id, "earned", rep.total, rep.seconds, str(path) if path else None)
+    made = receipts.make_receipt(pkg, rep)
+    return Proof(pkg.id, "earned", rep.total, rep.seconds, str(path) if path else None,
+                 relied=_relied(pkg, path, made, earned=(
+                     "no receipt here" if status == "none" else f"receipt {status}") + f", so conformance ran first: "
+                     f"{rep.total} cases pass in {rep.seconds:.2f} s; "))
 
 
 def run(ctx: Context, pkg: OpPackage, *, inputs: dict | None = None, params: dict | None = None,
-        budget_bytes: int | None = None, require_receipt: bool = False, progress=None) -> dict:
+        budget_bytes: int | None = None, require_receipt: bool = False, progress=None, on_proof=None) -> dict:
     """One op on the device. Inputs are checked against the signature first (dtype, domain: NaN
     for a `finite` input is refused; an index outside its range or a broken CSR row pointer, at
-    these shapes and params), whoever calls: the CLI, the Studio, a workflow."""
+    these shapes and params), whoever calls: the CLI, the Studio, a workflow. ``on_proof(proof)``:
+    told, with ``require_receipt``, which receipt the run relies on (the CLI prints its line)."""
     for t in pkg.contract.signature.inputs:
         if inputs and t.name in inputs:
             check_input(np.asarray(inputs[t.name]), t)
     check_values(pkg.contract.signature, inputs or {}, params or {})
     if require_receipt:
-        require_proof(ctx, pkg, progress=progress, inputs=inputs or {}, params=params or {})
+        proof = require_proof(ctx, pkg, progress=progress, inputs=inputs or {}, params=params or {})
+        if on_proof is not None:
+            on_proof(proof)
     from .tuning import tuned       # a sealed tuning record's proven winner for this GPU profile, else the default
     pkg, _ = tuned(ctx, pkg, params)
     return run_op(ctx, pkg, inputs or {}, params or {}, budget_bytes=budget_bytes)

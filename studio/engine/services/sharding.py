@@ -35,7 +35,7 @@ def shard_report_json(ctx: Context, path: str, replicas: int, *, allow_unverifie
         from ..workflow.spec import load_workflow
         from .workflows import prove_ops
         plan = make_plan(ctx, load_workflow(Path(path)))
-        proofs = prove_ops(ctx, [s.pkg for s in plan.unverified])
+        proofs = prove_ops(ctx, [s.pkg for s in plan.unverified], plan=plan)
     rep = shard_report(ctx, path, replicas, allow_unverified=allow_unverified, progress=progress)
     return rep.to_json() | {"kind": "workflow", "lines": proofs + report_lines(rep)}
 

@@ -20,6 +20,7 @@ from ..errors import StudioError
 from ..grad.composite import bind
 from ..proof import receipts as receipt_store
 from ..proof.gradcheck import gradcheck as run_gradcheck
+from ..proof.reliance import shaped
 from ..workflow import checkpoint as ckpt
 from ..workflow.optim import Optimizer
 from ..workflow.plan import make_plan, verify_op
@@ -65,10 +66,16 @@ def _unproven(ctx: Context, pkg) -> list:
     return [p for bs in bind(pkg, ctx.catalog) for p in _unproven(ctx, bs.pkg)]
 
 
-def prove_ops(ctx: Context, pkgs: list, *, progress=None) -> list[str]:
+def prove_ops(ctx: Context, pkgs: list, *, progress=None, plan=None) -> list[str]:
     """Conformance for each op without a valid receipt on this GPU profile (earning one); raises with
-    the failing case when an op fails here."""
+    the failing case when an op fails here, or refuses an op whose receipt records a failure. Each
+    step of ``plan`` whose receipt does not cover its run (``uncovered``) proves at its own input
+    shapes and parameters first (actions.require_proof)."""
     lines, seen = [], set()
+    for s in (plan.steps.values() if plan is not None else ()):
+        if s.verification.status == "uncovered":
+            shapes = {k: plan.values[plan.key(w)].shape for k, w in s.inputs.items()}
+            lines.append(require_proof(ctx, s.pkg, progress=progress, inputs=shaped(shapes), params=dict(s.params)).line())
     for top in pkgs:
         for pkg in _unproven(ctx, top):
             if pkg.hash in seen:
@@ -143,7 +150,7 @@ def run_workflow(ctx: Context, path: str | Path, *, out_dir: str | Path | None =
     proofs = []
     if prove:
         plan = make_plan(ctx, wf, until=until)
-        proofs = prove_ops(ctx, [s.pkg for s in plan.unverified], progress=progress)
+        proofs = prove_ops(ctx, [s.pkg for s in plan.unverified], progress=progress, plan=plan)
 
     def event(e):
         if on_event is not None:
@@ -258,13 +265,13 @@ def train(ctx: Context, path: str | Path, *, steps: int | None = None, optimizer
         opt = Optimizer.from_json(d["optimizer"], {n: a.shape for n, a in tr.params.items()})
         tr.optimizer = opt
     if prove:
-        lines += prove_ops(ctx, [s.pkg for s in tr.plan.unverified] + [tr.loss_pkg], progress=progress)
+        lines += prove_ops(ctx, [s.pkg for s in tr.plan.unverified] + [tr.loss_pkg], progress=progress, plan=tr.plan)
         tr.reverify()
         lines += prove_gradients(ctx, tr, receipts=receipts)
     if prove and compare:                       # the other rung's ops too (a composite: its parts)
         other = Trainer(ctx, swapped(wf, dict([next(iter(compare.items()))])), receipts=receipts,
                         allow_unverified=allow_unverified, check=False)
-        lines += prove_ops(ctx, [s.pkg for s in other.plan.unverified], progress=progress)
+        lines += prove_ops(ctx, [s.pkg for s in other.plan.unverified], progress=progress, plan=other.plan)
         other.reverify()
         lines += prove_gradients(ctx, other, receipts=receipts)
     tr.check()

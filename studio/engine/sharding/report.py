@@ -88,8 +88,7 @@ def shard_report(ctx: Context, path: str | Path, replicas: int, *, allow_unverif
     t0 = time.perf_counter()
     wf = load_workflow(Path(path))
     plan = make_plan(ctx, wf)
-    if not allow_unverified:
-        refuse_unverified(plan)           # the report's numbers come only from proven ops
+    refuse_unverified(plan, allowed=allow_unverified)    # the report's numbers come only from proven ops
     values = {k: a for k, (a, _) in plan.host.items()}
     nodes = []
     steps = [n for n in plan.order if n in plan.steps]

@@ -18,17 +18,21 @@ def _pkg(req: Request, target: str):
 
 def run(req: Request, *, target: str, inputs: dict | None = None, params: dict | None = None,
         budget_bytes: int | None = None, require_receipt: bool = False):
+    def relied(proof):                       # which receipt the run relies on: the CLI prints it on stderr
+        if req.note is not None:
+            req.note({"kind": "proof", "text": proof.line()})
     return actions.run(req.ctx, _pkg(req, target), inputs=inputs, params=params, budget_bytes=budget_bytes,
-                       require_receipt=require_receipt, progress=req.progress)
+                       require_receipt=require_receipt, progress=req.progress, on_proof=relied)
 
 
 def conform(req: Request, *, target: str, seed: int = 0, large: bool = False, case: int | None = None,
-            receipt: bool = True):
+            receipt: bool = True, seeds: int | None = None):
     def first_failure(f):
         if req.note is not None:
             req.note({"kind": "first_failure", "text": f.describe()})
     return actions.conform(req.ctx, _pkg(req, target), seed=seed, large=large, case=case, receipt=receipt,
-                           progress=req.progress, on_failure=first_failure)
+                           progress=req.progress, on_failure=first_failure,
+                           **({"seeds": seeds} if seeds is not None else {}))
 
 
 def check(req: Request, *, target: str):

@@ -4,8 +4,9 @@ Each step's op is looked up once (an op id through the catalog, a package path r
 workflow's folder) and verified once, the same way whoever wrote it: its conformance receipt for
 this GPU profile (``receipts.local_status``; a composite op is verified through its steps' ops,
 since its kernels are theirs). Then every value's shape and dtype follows from the sources through
-the signatures (static shapes: the memory is known before the device is touched), and a mistake is
-reported at the step's field in the workflow file."""
+the signatures (static shapes: the memory is known before the device is touched, and a run that
+would not fit the memory available is refused here, workflow/memory.py), and a mistake is reported
+at the step's field in the workflow file."""
 from __future__ import annotations
 
 import hashlib
@@ -24,7 +25,9 @@ from ..errors import StudioError
 from ..grad.composite import bind
 from ..precision import DTYPE_BYTES
 from ..proof.receipts import MAX_RECEIPT_BYTES, judge_receipts, local_status
+from ..proof.reliance import outside, shaped
 from . import graph
+from .memory import check_memory
 from .sources import fill_like, inline_values, load_file, spike_free
 from .spec import Step, Wire, Workflow
 
@@ -32,21 +35,26 @@ from .spec import Step, Wire, Workflow
 @dataclass
 class Verification:
     """What the run knows of a step's proof on this GPU profile (the card's receipt badge)."""
-    status: str                      # valid | none | stale | failed | foreign | malformed
+    status: str                      # valid | uncovered | none | stale | failed | foreign | malformed
     receipt: str | None = None       # the receipt's file name (its GPU profile id)
     sha256: str | None = None        # of the receipt file's bytes
     parts: list[dict] = field(default_factory=list)     # a composite: its steps' ops' verifications
+    why: str | None = None           # uncovered: what of the step's run the receipt does not cover
 
     def to_json(self) -> dict:
         out = {"status": self.status, "receipt": self.receipt, "sha256": self.sha256}
         if self.parts:
             out["parts"] = self.parts
+        if self.why:
+            out["why"] = self.why
         return out
 
 
-def verify_op(ctx: Context, pkg: OpPackage) -> Verification:
+def verify_op(ctx: Context, pkg: OpPackage, *, shapes: dict | None = None, params: dict | None = None) -> Verification:
     """The one verification: a valid conformance receipt for this GPU profile (sealed by this
-    machine's key, ``ctx.seal``), or why not."""
+    machine's key, ``ctx.seal``), or why not. With a step's input ``shapes`` and ``params``, a valid
+    receipt that does not cover that run's size (past its largest, or a launch fold it never reached:
+    proof/reliance.py) is ``uncovered``, which `--prove` proves at the step's own size and parameters."""
     profile = ctx.device.profile.id
     if pkg.contract.composite is not None:
         parts = []
@@ -58,7 +66,12 @@ def verify_op(ctx: Context, pkg: OpPackage) -> Verification:
     for path, v in judge_receipts(pkg, profile, ctx.seal, corpora=ctx.corpora):   # the valid one, by file and hash
         if v.status == "valid":
             raw = read_regular(path, MAX_RECEIPT_BYTES, what="receipt", file=str(path))
-            return Verification("valid", path.name, hashlib.sha256(raw).hexdigest())
+            why = None if shapes is None else outside(pkg.contract, v.receipt, shaped(shapes), dict(params or {}),
+                                                      ctx.device.profile.limits.get(
+                                                          "max-compute-workgroups-per-dimension", 65535),
+                                                      judge_params=False)[0]
+            return Verification("valid" if why is None else "uncovered", path.name, hashlib.sha256(raw).hexdigest(),
+                                why=why)
     status = local_status(pkg, profile, ctx.seal)                  # none valid: the rule says why not
     return Verification("stale" if status == "valid" else status)   # (valid now: it changed in between)
 
@@ -136,6 +149,7 @@ def make_plan(ctx: Context, wf: Workflow, *, until: str | None = None) -> Plan:
             _plan_source(ctx, plan, n)
         else:
             _plan_step(ctx, plan, wf.steps[n])
+    check_memory(ctx, plan)                # every value's bytes, against the memory available
     return plan
 
 
@@ -212,7 +226,7 @@ def _plan_step(ctx: Context, plan: Plan, step: Step) -> None:
                                        f"{e.message}", hint=e.hint) from None
     outputs = {t.name: Value(tuple(out_shapes[t.name]), t.dtype) for t in sig.outputs}
     t0 = time.perf_counter()
-    verification = verify_op(ctx, pkg)
+    verification = verify_op(ctx, pkg, shapes=shapes, params=step.params)
     from ..proof.tuning_record import tuned_for      # this GPU profile's proven winner, else the default
     pkg, tuning = tuned_for(pkg, ctx.device.profile.id, ctx.seal, step.params)
     plan.steps[step.name] = StepPlan(step.name, step, pkg, dict(step.inputs), dict(step.params), outputs,
@@ -221,19 +235,29 @@ def _plan_step(ctx: Context, plan: Plan, step: Step) -> None:
         plan.values[f"{step.name}.{o}"] = v
 
 
-def refuse_unverified(plan: Plan) -> None:
+def refuse_unverified(plan: Plan, *, allowed: bool = False) -> None:
     """The run's rule: every step's op proven on this GPU profile, unless the user allows
-    unverified ops for this run (the record then names them)."""
+    unverified ops for this run (``allowed``: the record then names them). A step whose receipt
+    records a failing conformance run is refused even then: a failed receipt is never run past."""
     bad = plan.unverified
-    if not bad:
-        return
     wf = plan.wf
+    failed = [s for s in bad if s.verification.status == "failed"]
+    if allowed and failed:
+        s = failed[0]
+        line, col = wf.fields.position(("steps", s.name, "op"))
+        raise StudioError(f"step '{s.name}': {s.pkg.id}'s receipt on this GPU profile records a failing conformance "
+                          "run; unverified ops may run when allowed, an op that failed never does", file=wf.file,
+                          line=line, col=col, field=f"steps.{s.name}.op",
+                          hint=f"fix the kernel; `scellis receipts {s.pkg.root}` names the failing case")
+    if not bad or allowed:
+        return
     first = bad[0]
     line, col = wf.fields.position(("steps", first.name, "op"))
     related = []
     for s in bad[1:]:
         ln, cl = wf.fields.position(("steps", s.name, "op"))
-        related.append(StudioError(f"step '{s.name}': {s.pkg.id} — receipt {s.verification.status}", file=wf.file,
+        related.append(StudioError(f"step '{s.name}': {s.pkg.id} — receipt {s.verification.status}"
+                                   + (f": {s.verification.why}" if s.verification.why else ""), file=wf.file,
                                    line=ln, col=cl, field=f"steps.{s.name}.op"))
     def conform(s: StepPlan) -> list[str]:
         # a composite has no kernel of its own: its unproven parts are what to conform
@@ -242,7 +266,9 @@ def refuse_unverified(plan: Plan) -> None:
         return [f"`scellis conform {s.pkg.root}`"]
     cmds = "; ".join(dict.fromkeys(c for s in bad for c in conform(s)))
     raise StudioError(f"step '{first.name}': {first.pkg.id} has no valid conformance receipt on this GPU profile "
-                      f"(receipt {first.verification.status})" + (f", nor {len(bad) - 1} other step(s)" if len(bad) > 1 else "")
+                      f"(receipt {first.verification.status}" + (f": {first.verification.why}" if first.verification.why
+                                                                   else "") + ")"
+                      + (f", nor {len(bad) - 1} other step(s)" if len(bad) > 1 else "")
                       + "; the run refuses unverified ops", file=wf.file, line=line, col=col,
                       field=f"steps.{first.name}.op", related=related,
                       hint=f"prove them here: {cmds} (or `scellis workflow run --prove`); or allow unverified ops "

@@ -100,8 +100,7 @@ def run_plan(ctx: Context, plan: Plan, *, allow_unverified: bool = False,
              on_event: Callable[[Event], None] | None = None, stop=None) -> RunResult:
     """Run a plan on ``ctx``'s device. ``stop``: a threading.Event (or a callable) checked between
     nodes; a stopped run returns what ran, with status "stopped"."""
-    if not allow_unverified:
-        refuse_unverified(plan)
+    refuse_unverified(plan, allowed=allow_unverified)     # a failed receipt refuses even when allowed
     res = RunResult(plan, allow_unverified)
     exe = Resident(ctx.device)
     on_device: dict[str, DeviceTensor] = {}

@@ -116,8 +116,12 @@ class Trainer:
 
     def check(self) -> None:
         """The refusals, before anything runs: unverified ops (unless allowed), then the ladder."""
+        refuse_unverified(self.plan, allowed=self.allow_unverified)    # a failed receipt: refused even then
+        if self.allow_unverified and self.loss_verification.status == "failed":
+            raise self.wf.error(("train", "loss"), f"the loss {self.loss_pkg.id}'s receipt on this GPU profile records "
+                                "a failing conformance run; an op that failed never runs",
+                                hint=f"fix the kernel; `scellis receipts {self.loss_pkg.root}` names the failing case")
         if not self.allow_unverified:
-            refuse_unverified(self.plan)
             if self.loss_verification.status != "valid":
                 raise self.wf.error(("train", "loss"), f"the loss {self.loss_pkg.id} has no valid conformance "
                                     f"receipt on this GPU profile ({self.loss_verification.status})",

@@ -16,7 +16,7 @@ def vjp(x, taps, dy):
     k = taps.shape[0]
     m = dy.shape[0]
     # dx[m'] = sum_i dy[i] * taps[m' - i]   (full convolution, length n)
-    dx = np.convolve(dy, taps, mode="full")
+    dx = np.convolve(dy, taps, mode="full") if k else np.zeros(x.shape[0], dy.dtype)   # no taps: no gradient
     # dtaps[j] = sum_i dy[i] * x[i + j]     (length k)
     dtaps = np.array([np.dot(dy, x[j:j + m]) for j in range(k)])
     return {"x": dx, "taps": dtaps}
