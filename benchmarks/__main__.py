@@ -15,8 +15,8 @@ import traceback
 from pathlib import Path
 
 RESULTS = Path(__file__).resolve().parent / "results"
-GROUPS = ("median", "overhead", "workflow", "verdict", "startup", "learner", "tuning")   # tuning: ~1 min; full only
-QUICK_GROUPS = ("median", "overhead", "workflow", "startup", "learner")   # verdict: ~10 s a run; full only
+GROUPS = ("median", "overhead", "api", "workflow", "verdict", "startup", "learner", "tuning")   # tuning: ~1 min; full only
+QUICK_GROUPS = ("median", "overhead", "api", "workflow", "startup", "learner")   # verdict: ~10 s a run; full only
 
 
 def _group_rows(name: str, engine, quick: bool, margin: float) -> list[dict]:

@@ -19,7 +19,7 @@ VULKAN_PKGS="mesa-vulkan-drivers libvulkan1"
 QT_PKGS="libegl1 libgl1 libxkbcommon0 libfontconfig1 libdbus-1-3 libglib2.0-0"
 XCB_PKGS="libxcb-cursor0 libxcb-icccm4 libxcb-keysyms1 libxkbcommon-x11-0 libxcb-shape0 libxcb-randr0 \
 libxcb-render-util0 libxcb-image0 libxcb-xkb1 libx11-xcb1"
-TEST_PKGS="xvfb libegl-mesa0 libgl1-mesa-dri"
+TEST_PKGS="xvfb libegl-mesa0 libgl1-mesa-dri chromium"   # chromium: the proof report rendered as a browser shows it
 
 stamp_inputs() {  # what setup's decisions depend on, as one checksum
   {
@@ -62,7 +62,7 @@ apt_install() {
 if [ -z "$DRY" ]; then
   if ! "$PY" -c 'import venv, ensurepip' >/dev/null 2>&1; then apt_install "Python's venv" python3-venv; fi
   [ -x .venv/bin/python ] || "$PY" -m venv .venv
-  pipextras="$extras"; [ "$extras" != test ] || pipextras="test,bench"   # the suite runs the quick benchmark
+  pipextras="$extras"; [ "$extras" != test ] || pipextras="test,bench,torch,jax,notebook"   # the suite runs the quick benchmark and the API bridges' tests (docs/api.md)
   stamp=".venv/.installed${pipextras:+-$pipextras}"
   if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
     .venv/bin/python -m pip install -q --disable-pip-version-check -e ".${pipextras:+[$pipextras]}" 2>&1 \

@@ -120,7 +120,7 @@ def test_the_main_window_has_the_publish_menu(qtbot):
     win = MainWindow(workers=DeviceWorkers(), offer_recovery=False, restore_session=False)
     qtbot.addWidget(win)
     try:
-        assert [a.text() for a in win.publish_menu.actions()] == ["Publish…", "Card", "Fork…", "Ring panel"]
+        assert [a.text() for a in win.publish_menu.actions()] == ["Publish…", "Card", "Proof report…", "Fork…", "Ring panel"]
         assert win.ring_dock.panel is win.ring_panel
     finally:
         win.shutdown()
@@ -146,6 +146,35 @@ def test_publishing_from_the_window_updates_the_open_document(qtbot, pkg_copy):
             qtbot.mouseClick(dlg.publish_button, Qt.MouseButton.LeftButton)
         assert 'visibility = "workspace"' in view.doc.text("op.toml") and not view.doc.dirty
         assert view.doc.text("op.toml") == (root / "op.toml").read_text()
+    finally:
+        win.shutdown()
+        win.publish_workers.close()
+
+
+@pytest.mark.slow
+def test_publish_menu_writes_the_proof_report(qtbot, pkg_copy, tmp_path, ctx):
+    """Publish ▸ Proof report…: the op proven in the device worker, then `scellis report`'s page written
+    where the user chose, and it re-verifies. The control: the first draft's report is written too,
+    and it shows the failed receipt with its failing case (the first draft's minimum, n = w = 1)."""
+    from studio.app.publish.dialogs import save_proof_report
+    from studio.app.window import MainWindow
+    from studio.app.worker_bridge import DeviceWorkers
+    from studio.engine.services.proof_report import check
+    win = MainWindow(workers=DeviceWorkers(), offer_recovery=False, restore_session=False)
+    qtbot.addWidget(win)
+    try:
+        verdicts = {}
+        for name, src in (("story", MEDIAN), ("draft", MEDIAN.parent / "windowed_median_first_draft")):
+            out = tmp_path / f"{name}.html"
+            job = save_proof_report(win, load_package(pkg_copy(src, name)), str(out))
+            with qtbot.waitSignal(job.finished, timeout=300_000):
+                pass
+            assert out.is_file(), win.statusBar().currentMessage()
+            assert f"wrote {out}" in win.statusBar().currentMessage()
+            verdicts[name] = check(ctx, out)
+        assert verdicts["story"][0], verdicts["story"][1]
+        page = (tmp_path / "draft.html").read_text()
+        assert "conformance: failed" in page and "failing case" in page and '"dims": {"n": 1}' in page
     finally:
         win.shutdown()
         win.publish_workers.close()

@@ -31,7 +31,7 @@ def test_quick_benchmark_passes_and_writes_results(tmp_path):
     assert any(b in rep["adapter"] for b in ("Vulkan", "Metal", "D3D12")), rep["adapter"]
     figures = [r["figure"] for r in rep["rows"]]
     for want in ("median fast kernel n=1e6 w=31", "median story kernel n=1e6 w=7", "engine per-call overhead",
-                 "engine transfer cost", "spike-removal workflow", "Studio cold start"):
+                 "engine transfer cost", "scellis API call", "spike-removal workflow", "Studio cold start"):
         assert any(f.startswith(want) for f in figures), (want, figures)
     for r in rep["rows"]:
         assert KEYS <= set(r), r

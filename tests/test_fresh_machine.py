@@ -144,6 +144,7 @@ def test_require_receipt_refuses_a_failing_op_and_proves_a_good_one(tmp_path, pk
     home = Path(os.environ["SCELLIS_HOME"])           # conformance ran first and earned a receipt
     assert list(home.glob("receipts/*/*.json")) or list((good / "receipts").glob("*.json"))
     assert "no valid conformance receipt" not in res.stderr
+    assert "so conformance ran first" in res.stderr and "relies on receipt" in res.stderr   # stderr names it
 
 
 # ------------------------------------------------------------------ the set-up script's decisions
@@ -288,6 +289,9 @@ def test_a_plain_install_runs_a_builtins_conformance(tmp_path):
     assert where.returncode == 0, where.stderr
     assert str(site) in where.stdout.splitlines()[0], where.stdout + where.stderr   # not the checkout
     assert str(REPO) not in where.stdout
+    api = subprocess.run([str(py), "-c", "import scellis; print(scellis.__file__, scellis.op.__name__)"],
+                         capture_output=True, text=True, env=env, cwd=work)     # the public API is in the wheel
+    assert api.returncode == 0 and str(site) in api.stdout, api.stdout + api.stderr
     scellis_bin = venv / "bin" / "scellis"
     listed = subprocess.run([str(scellis_bin), "ops", "list"], capture_output=True, text=True, env=env, cwd=work)
     assert listed.returncode == 0, listed.stderr

@@ -20,7 +20,7 @@ def declared() -> dict:
 
 def test_the_wheel_carries_every_code_package_and_the_two_data_folders():
     conf = declared()
-    code = set(find_packages(str(REPO), include=["studio", "studio.*"]))
+    code = set(find_packages(str(REPO), include=["studio", "studio.*", "scellis", "scellis.*"]))   # scellis: the public API
     assert set(conf["packages"]) == code | set(DATA), sorted(set(conf["packages"]) ^ (code | set(DATA)))
     assert conf["package-dir"] == DATA
     assert all((REPO / folder).is_dir() and not (REPO / "studio" / folder).exists() for folder in DATA.values())

@@ -286,7 +286,7 @@ def test_a_plain_install_is_quiet_and_carries_the_package_data(tmp_path):
     if int(setuptools.__version__.split(".")[0]) < 77:
         pytest.skip(f"setuptools {setuptools.__version__} here; the build needs >= 77 (the test extra installs it)")
     src = tmp_path / "src"
-    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "pyproject.toml", "README.md", "studio",
+    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "pyproject.toml", "README.md", "studio", "scellis",
                             "resources", "shaders"],
                            cwd=REPO, capture_output=True, text=True, check=True).stdout.split()
     for f in files:

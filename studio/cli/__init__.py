@@ -12,11 +12,11 @@ import argparse
 import sys
 
 from ..engine.errors import StudioError, from_os_error
-from . import learn, ops, proofs, publish, shard, tune, workflow
+from . import learn, ops, proofs, publish, report, shard, tune, workflow
 from .args import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE
 
 FAILED_CHECK = "proof"      # the field of the error a failing proof raises (studio/engine/services/actions.py)
-GROUPS = (ops, proofs, workflow, publish, learn, shard, tune)
+GROUPS = (ops, proofs, workflow, publish, learn, shard, tune, report)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -11,6 +11,7 @@ from PySide6.QtWidgets import (
     QDialog,
     QDialogButtonBox,
     QDockWidget,
+    QFileDialog,
     QFormLayout,
     QInputDialog,
     QLabel,
@@ -21,19 +22,22 @@ from PySide6.QtWidgets import (
     QVBoxLayout,
 )
 
+from ...engine.atomic import write_bytes
 from ...engine.contract.package import MANIFEST, OpPackage, load_package
 from ...engine.errors import StudioError
-from ...engine.services import publishing
+from ...engine.services import proof_report, publishing
 from ..fitting import fit_title
 
 
 def publishing_workers(parent):
-    """Device workers whose clients also know the publishing requests (publish, card, verify_here)."""
+    """Device workers whose clients also know the publishing requests (publish, card, verify_here) and
+    the proof report's (report, report_check)."""
     from ..worker_bridge import DeviceWorkers
 
     def factory(*, budget_s: float):
         from ...engine.worker.client import WorkerClient
-        return WorkerClient(budget_s=budget_s, handlers=publishing.HANDLERS, budgets=publishing.BUDGETS)
+        return WorkerClient(budget_s=budget_s, handlers={**publishing.HANDLERS, **proof_report.HANDLERS},
+                            budgets={**publishing.BUDGETS, **proof_report.BUDGETS})
     return DeviceWorkers(client_factory=factory, parent=parent)
 
 
@@ -200,6 +204,34 @@ def show_card(window, pkg: OpPackage | None = None) -> CardView | None:
     return dock.panel
 
 
+def save_proof_report(window, pkg: OpPackage | None = None, path: str | None = None):
+    """Publish ▸ Proof report…: the op proven in the device worker where no receipt covers it, then its
+    one self-contained HTML report (``scellis report``'s) written where the user chose; the status bar
+    says where, or why not. Returns the worker job (None when nothing was asked)."""
+    pkg = pkg or _current_package(window)
+    if pkg is None:
+        return None
+    if path is None:
+        path, _ = QFileDialog.getSaveFileName(window, "Save proof report", str(Path.home() / f"{pkg.contract.id.name}.html"),
+                                              "HTML (*.html)")
+        if not path:
+            return None
+    window.statusBar().showMessage(f"proof report of {pkg.id}: proving where no receipt covers it…")
+    job = window.publish_workers.submit("proof", "report", target=str(pkg.root))
+
+    def done(out) -> None:
+        try:
+            write_bytes(path, out["html"].encode("utf-8"))
+        except OSError as e:
+            window.statusBar().showMessage(f"proof report not written: {path}: {e.strerror}")
+            return
+        window.statusBar().showMessage(f"wrote {path} (proof report of {out['op']})")
+
+    job.succeeded.connect(done)
+    job.failed.connect(lambda e: window.statusBar().showMessage(f"proof report refused: {getattr(e, 'message', e)}"))
+    return job
+
+
 def fork_current(window, pkg: OpPackage | None = None, new_id: str | None = None) -> OpPackage | None:
     pkg = pkg or _current_package(window)
     if pkg is None:
@@ -231,7 +263,7 @@ def install_publish(window) -> None:
         app.aboutToQuit.connect(workers.close)
     menu = window.publish_menu = window.menuBar().addMenu("&Publish")
     for text, slot in (("Publish…", lambda: open_publish_dialog(window)), ("Card", lambda: show_card(window)),
-                       ("Fork…", lambda: fork_current(window))):
+                       ("Proof report…", lambda: save_proof_report(window)), ("Fork…", lambda: fork_current(window))):
         a = QAction(text, window)
         a.triggered.connect(slot)
         menu.addAction(a)

@@ -1,0 +1,155 @@
+"""The typed reports of one op as the ``scellis`` package returns them (docs/api.md): conformance,
+gradcheck, the receipt and the card. Each holds the engine's own report and prints the lines the CLI
+prints for it (``scellis conform``, ``gradcheck``, ``receipts``, ``card``); a pass earns its
+receipt by the same rule (``actions.earn_conformance_receipt``, ``earn_gradcheck_receipt``)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..context import Context
+from ..contract.package import OpPackage
+from ..proof import coverage, receipts
+from ..proof import mutants as mutation
+from ..proof.conformance import ConformanceReport, report_lines
+from ..proof.conformance import conform as run_conformance
+from ..proof.gradcheck import DEFAULT_H, GradcheckReport
+from ..proof.gradcheck import gradcheck as run_gradcheck
+from . import actions, report_html
+from .publishing import card as make_card
+from .verdicts import remembered_gradcheck
+
+__all__ = ["Card", "Conformance", "ConformanceReport", "Gradcheck", "GradcheckReport", "Receipt",
+           "card", "conformance", "gradcheck", "receipt"]
+
+
+@dataclass
+class Conformance:
+    """A conformance run: the engine's report, and the receipt it earned (None: none earned)."""
+    report: ConformanceReport
+    receipt: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.report.ok
+
+    @property
+    def verdict(self) -> str:
+        return "pass" if self.report.ok else "fail"
+
+    def lines(self) -> list[str]:
+        return report_lines(self.report) + ([f"  receipt   : {self.receipt}"] if self.receipt else [])
+
+    def to_json(self) -> dict:
+        return {**self.report.to_json(), "receipt": self.receipt}
+
+    def __str__(self) -> str:
+        return "\n".join(self.lines())
+
+    def _repr_html_(self) -> str:
+        return report_html.conformance_html(self)
+
+
+@dataclass
+class Gradcheck:
+    """A gradcheck: the engine's report (probes, negative controls, verdict) and its receipt."""
+    report: GradcheckReport
+    receipt: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.report.verdict == "pass"
+
+    @property
+    def verdict(self) -> str:
+        return self.report.verdict
+
+    def lines(self) -> list[str]:
+        return self.report.lines() + ([f"  receipt  : {self.receipt}"] if self.receipt else [])
+
+    def to_json(self) -> dict:
+        return {**self.report.to_json(), "receipt": self.receipt}
+
+    def __str__(self) -> str:
+        return "\n".join(self.lines())
+
+    def svg(self) -> str:
+        """The probes plotted, analytic against numeric (an SVG document)."""
+        return report_html.probe_svg([(p.analytic, p.numeric, p.skipped) for p in self.report.probes],
+                                     title=f"gradcheck {self.report.op}")
+
+    def _repr_html_(self) -> str:
+        return report_html.gradcheck_html(self)
+
+
+@dataclass
+class Receipt:
+    """The op's conformance receipts in the user folder, judged for this GPU profile: ``status`` is
+    the best of them (valid, failed, stale, forged, foreign, malformed, or none)."""
+    op: str
+    status: str
+    found: list[dict] = field(default_factory=list)     # each: path, status, problems, coverage lines
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "valid"
+
+    @property
+    def path(self) -> str | None:
+        best = [r for r in self.found if r["status"] == self.status]
+        return best[0]["path"] if best else None
+
+    def lines(self) -> list[str]:
+        if not self.found:
+            return [f"{self.op}: no receipts (run `scellis conform {self.op}`)"]
+        return [f"{r['status']:9s} {r['path']}" + "".join(f"\n          - {p}" for p in r["problems"])
+                + "".join(f"\n          {c}" for c in r.get("coverage", [])) for r in self.found]
+
+    def __str__(self) -> str:
+        return "\n".join(self.lines())
+
+    def _repr_html_(self) -> str:
+        return report_html.receipt_html(self)
+
+
+@dataclass
+class Card:
+    """The op's card (``scellis card``): source, trust, tolerance badge, receipts, license, lineage."""
+    data: dict
+    text: str
+    html: str
+
+    def __str__(self) -> str:
+        return self.text
+
+    def _repr_html_(self) -> str:
+        return self.html
+
+
+def conformance(ctx: Context, pkg: OpPackage, *, seed: int = 0, large: bool = False, receipt: bool = True,
+                progress=None) -> Conformance:
+    """The full corpus with its mutants, as ``scellis conform`` runs it; a pass earns the receipt."""
+    rep = run_conformance(ctx, pkg, seed=seed, large=large, progress=progress, mutants=mutation.DEFAULT_COUNT)
+    path = actions.earn_conformance_receipt(pkg, rep, full_corpus=True, seal=ctx.seal) if receipt else None
+    return Conformance(rep, str(path) if path else None)
+
+
+def gradcheck(ctx: Context, pkg: OpPackage, *, params: dict | None = None, h: float | None = None, seed: int = 0,
+              tolerance: float | None = None, receipt: bool = True) -> Gradcheck:
+    """As ``scellis gradcheck`` runs it (remembered across a kernel edit: verdicts.py)."""
+    rep = remembered_gradcheck(ctx, pkg, run_gradcheck, params=params, h=h or DEFAULT_H, seed=seed,
+                               tolerance=tolerance)
+    path = actions.earn_gradcheck_receipt(pkg, rep, seal=ctx.seal) if receipt else None
+    return Gradcheck(rep, str(path) if path else None)
+
+
+def receipt(ctx: Context, pkg: OpPackage) -> Receipt:
+    found = receipts.judge_receipts(pkg, ctx.device.profile.id, ctx.seal, corpora=ctx.corpora)
+    rows = [{"path": str(p), "status": v.status, "problems": list(v.problems),
+             "coverage": coverage.describe(v.receipt) if isinstance(v.receipt, dict) else []} for p, v in found]
+    rows.sort(key=lambda r: r["status"] != "valid")
+    return Receipt(pkg.id, receipts.summarize(found), rows)
+
+
+def card(ctx: Context, pkg: OpPackage) -> Card:
+    c = make_card(ctx, pkg, profile_id=ctx.device.profile.id)
+    return Card({k: v for k, v in c.items() if k not in ("text", "html")}, c["text"], c["html"])
