@@ -67,6 +67,7 @@ def _op(tmp_path, name):
 
 TIMES_1_2 = [("    y[i] = acc;", "    if (i > 1000000u) { acc = acc * 1.2; }\n    y[i] = acc;")]
 DROP_TAIL = [("        acc = acc + x[i];", "        if (i <= 16384u) { acc = acc + x[i]; }")]
+STOP_WRITING = [("        y[i] = acc;", "        if (i < 16384u) { y[i] = acc; }")]
 
 
 @pytest.mark.slow
@@ -89,6 +90,11 @@ def test_a_scan_with_a_fixed_launch_gets_a_large_case_and_its_dropped_tail_fails
     assert good.plan.sizes.get("big") == 1_000_003 and "does not grow" in text      # reached, and why no fold
     bad = conform(ctx, load_package(copy_package(OPS / "scan", tmp_path / "bad", {"forward.wgsl": DROP_TAIL})))
     assert not bad.ok and "large" in {f.case.shape_kind for f in bad.failures}, "\n".join(report_lines(bad))
+    # the twin that survived an earlier round: it stops *writing* after 16,384 outputs
+    quiet = conform(ctx, load_package(copy_package(OPS / "scan", tmp_path / "quiet", {"forward.wgsl": STOP_WRITING})))
+    assert not quiet.ok and {f.case.shape_kind for f in quiet.failures} & {"large", "fold"}, \
+        "\n".join(report_lines(quiet))
+    assert all(f.case.dims["n"] > 16_384 for f in quiet.failures), "\n".join(report_lines(quiet))
 
 
 def test_per_output_terms_come_from_the_forward_on_ones(ctx, tmp_path):

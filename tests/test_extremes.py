@@ -296,3 +296,20 @@ def test_fewer_than_three_seeds_is_refused_in_one_line(ctx):
     with pytest.raises(StudioError) as e:
         conform_action(ctx, load_package(MEDIAN), seeds=2)
     assert e.value.field == "--seeds" and "3 to 64 seeds" in e.value.message
+
+
+@pytest.mark.slow
+def test_a_weight_gradient_kernel_that_ignores_the_2d_fold_fails_backward_conformance(ctx, tmp_path):
+    """The twin that survived an earlier round: core/signal/fir@1's backward with the workgroup's linear
+    index taken from x alone (the fold into y ignored). The default corpus reaches the taps gradient
+    past 65,535 workgroups through k's extreme, and the unwritten taps fail; the forward, untouched,
+    passes (the shipped fir passes whole: tests/test_publish.py's bar test)."""
+    from conftest import BUILTINS, copy_package
+    twin = copy_package(BUILTINS / "fir", tmp_path / "twin",
+                        {"backward.wgsl": [("    let g = wid.x + wid.y * nwg.x;", "    let g = wid.x;")]})
+    rep = conform(ctx, load_package(twin))
+    text = "\n".join(report_lines(rep))
+    assert not rep.ok and not rep.failures, text                      # every forward case passed
+    back = rep.backward.failures
+    assert back and all(f.case.dims["k"] > 32_768 for f in back), text
+    assert "dtaps" in text and "never written" in text, text
