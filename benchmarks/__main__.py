@@ -15,7 +15,8 @@ import traceback
 from pathlib import Path
 
 RESULTS = Path(__file__).resolve().parent / "results"
-GROUPS = ("median", "overhead", "api", "workflow", "verdict", "startup", "learner", "tuning")   # tuning: ~1 min; full only
+GROUPS = ("median", "overhead", "api", "workflow", "verdict", "window_verdict", "startup", "restore", "learner",
+          "tuning")   # tuning: ~1 min; window_verdict: ~1 min; full only
 QUICK_GROUPS = ("median", "overhead", "api", "workflow", "startup", "learner")   # verdict: ~10 s a run; full only
 
 

@@ -102,14 +102,44 @@ def signal_plot(series: list[tuple], title: str, *, x_label: str | None = "sampl
     label_axes(w, x_label, y_label, x_units=x_units, y_units=y_units)
     if log_y:
         w.setLogMode(x=False, y=True)
+    longest = 0
     for k, (label, y, colour, *rest) in enumerate(series):
-        y = np.asarray(y, dtype=np.float32)
-        x0 = rest[0] if rest else 0
-        item = w.plot(np.arange(y.size, dtype=np.float64) + x0, y, name=label,
-                      pen=pg.mkPen(colour, width=1 if k == 0 else 2))      # the first is the context
-        item.setDownsampling(auto=True, method="peak")
-        item.setClipToView(True)
+        item = w.plot([], [], name=label, pen=pg.mkPen(colour, width=1 if k == 0 else 2))   # the first: context
+        draw_whole(item, y, rest[0] if rest else 0)
+        longest = max(longest, int(np.size(y)))
+    if whole_note(longest):
+        w.setTitle(note_title(title, whole_note(longest)), color="k")
     return w
+
+
+ENVELOPE_FROM = 20_000      # a series longer than this is drawn as its min/max envelope
+
+
+def whole_note(n: int) -> str:
+    """What a plot of ``n`` samples says about itself: every sample is plotted, a long series drawn
+    as its min/max envelope (pyqtgraph's "peak" downsampling: the least and the greatest sample of
+    each pixel column, so a single-sample spike stays visible at any zoom); "" for short series."""
+    if n <= ENVELOPE_FROM:
+        return ""
+    return f"all {n:,} samples shown, drawn as a min/max envelope (spikes kept); CSV export: every sample"
+
+
+def draw_whole(item, y, x0: int = 0) -> str:
+    """Give the curve ``item`` the whole of ``y`` (never a prefix: the CSV export reads every sample
+    back), drawn as its min/max envelope when long; returns ``whole_note`` for it."""
+    y = np.asarray(y, dtype=np.float32).reshape(-1)
+    item.setData(np.arange(y.size, dtype=np.float64) + x0, y)
+    item.setDownsampling(auto=True, method="peak")
+    item.setClipToView(True)
+    return whole_note(int(y.size))
+
+
+def note_title(title: str, note: str) -> str:
+    """A plot title with ``whole_note``'s line under it (HTML for pyqtgraph's title label)."""
+    if not note:
+        return title
+    return f"{title}<br><span style='font-size:8pt'>{note}</span>" if title else \
+        f"<span style='font-size:8pt'>{note}</span>"
 
 
 COLOURS = ("#9aa5b1", "#d1495b", "#00798c", "#edae49", "#30638e", "#66a182")
@@ -210,19 +240,47 @@ def export_plot(widget, path: str) -> None:
         write_bytes(path, series_csv(widget).encode("utf-8"))
         return
     item = widget.plotItem if hasattr(widget, "plotItem") else widget
-    if item is not widget and not widget.isVisible():
-        lay_out(widget)
-    with tempfile.TemporaryDirectory() as d:
-        tmp = os.path.join(d, "plot." + ("svg" if ext == "svg" else "png"))
-        if ext == "svg":
-            svg_export(item, tmp)
-        else:
-            import pyqtgraph.exporters as ex
-            exporter = ex.ImageExporter(item)
-            exporter.parameters()["width"] = max(int(widget.width()), 400)
-            export_once(exporter, tmp)
-        with open(tmp, "rb") as f:
-            write_bytes(path, f.read())
+    if item is widget:
+        with tempfile.TemporaryDirectory() as d:
+            tmp = os.path.join(d, "plot." + ("svg" if ext == "svg" else "png"))
+            svg_export(item, tmp) if ext == "svg" else _png(item, tmp, 1200)
+            with open(tmp, "rb") as f:
+                write_bytes(path, f.read())
+        return
+    # a plot squeezed into a notebook cell (607 × 160) exports at a readable size: laid out afresh
+    # at least EXPORT_SIZE, so the axis labels fit, then put back as it was on screen
+    size = export_size(widget)
+    shown = widget.isVisible()
+    moved = not shown or size != (int(widget.width()), int(widget.height()))
+    if moved:
+        lay_out(widget, size)
+    try:
+        with tempfile.TemporaryDirectory() as d:
+            tmp = os.path.join(d, "plot." + ("svg" if ext == "svg" else "png"))
+            svg_export(item, tmp) if ext == "svg" else _png(item, tmp, size[0])
+            with open(tmp, "rb") as f:
+                write_bytes(path, f.read())
+    finally:
+        if shown and moved:
+            lay_out(widget)
+
+
+EXPORT_SIZE = (1200, 500)      # the size a small plot is exported at, in pixels
+READABLE = (800, 300)          # a plot at least this big exports at its own size
+
+
+def export_size(widget) -> tuple[int, int]:
+    w, h = int(widget.width()), int(widget.height())
+    if w >= READABLE[0] and h >= READABLE[1]:
+        return w, h
+    return max(w, EXPORT_SIZE[0]), max(h, EXPORT_SIZE[1])
+
+
+def _png(item, path: str, width: int) -> None:
+    import pyqtgraph.exporters as ex
+    exporter = ex.ImageExporter(item)
+    exporter.parameters()["width"] = int(width)
+    export_once(exporter, path)
 
 
 def export_once(exporter, path: str) -> None:
@@ -240,16 +298,23 @@ def export_once(exporter, path: str) -> None:
             shiboken6.delete(param)
 
 
-def lay_out(widget) -> None:
-    """Lay a plot widget that was never shown out at its own size. Its PlotItem keeps the 640 × 480
-    of its construction until a show (a headless export never shows it), so the exporter would
-    scale that layout up: the title's row left at zero height (clipped at the top) and the x-axis
-    label drawn over the tick labels."""
+def lay_out(widget, size: tuple[int, int] | None = None) -> None:
+    """Lay a plot widget's scene out at ``size`` (default: the widget's own size). A widget never
+    shown keeps the 640 × 480 of its construction until a show (a headless export never shows it),
+    so the exporter would scale that layout up: the title's row left at zero height (clipped at the
+    top) and the x-axis label drawn over the tick labels. An export lays a small shown plot out at
+    its export size, then back at its own."""
     from PySide6.QtCore import QRectF
-    rect = QRectF(0, 0, widget.width(), widget.height())
+    w, h = size or (widget.width(), widget.height())
+    rect = QRectF(0, 0, w, h)
     widget.setSceneRect(rect)
     widget.plotItem.setGeometry(rect)
     widget.plotItem.layout.activate()
+    if size is None:                            # back on screen: as the view's own resizeEvent does
+        from pyqtgraph import GraphicsView
+        widget.range = rect
+        GraphicsView.setRange(widget, rect, padding=0, disableAutoPixel=False)
+        widget.updateMatrix()
 
 
 _SVG_LOCK = threading.Lock()

@@ -148,7 +148,7 @@ def test_the_old_widget_render_svg_is_caught_by_the_same_check(sine_plot, tmp_pa
 
 
 def test_svg_export_of_the_gradcheck_scatter(qtbot, tmp_path):
-    """Scatter symbols (closed paths, the crosses too) export, inside the axes."""
+    """Scatter symbols (closed paths, the skipped probes' hollow rings too) export, inside the axes."""
     from studio.app.panels.gradcheck import GradcheckPanel
     p = GradcheckPanel(9)
     qtbot.addWidget(p)
@@ -162,10 +162,11 @@ def test_svg_export_of_the_gradcheck_scatter(qtbot, tmp_path):
     p.plot.export_button.export(str(tmp_path / "g.svg"))
     rect = p.plot.getPlotItem().vb.sceneBoundingRect()
     strokes = svg_strokes(tmp_path / "g.svg")
-    crosses = strokes.get("#d1495b")
-    assert crosses is not None and len(crosses) > 0
+    from studio.app.style import colour
+    rings = strokes.get(colour("muted").lower())        # skipped: the muted colour, not a failure's red
+    assert rings is not None and len(rings) > 0 and "#d1495b" not in strokes
     assert all(rect.left() - 12 <= cx <= rect.right() + 12 and rect.top() - 12 <= cy <= rect.bottom() + 12
-               for cx, cy in crosses)
+               for cx, cy in rings)
 
 
 def _plots_of(qtbot, widgets: list) -> list:
@@ -220,7 +221,7 @@ def test_run_plot_exports_png_svg_and_csv_with_a_header_and_every_series(qtbot, 
     p.show()
     x = np.random.default_rng(3).normal(size=500).astype(np.float32)
     y = np.convolve(x, np.ones(7) / 7, mode="valid").astype(np.float32)          # 494 outputs, centred +3
-    p.show_result(x, y, "user/me/box@1", 0.01)
+    p.show_result(x, y, "user/me/box@1", 0.01, proof={"proven": True, "why": "a valid conformance receipt covers this run"})
     qtbot.waitUntil(lambda: p.chip.text() == "done", timeout=5000)
     assert p.export_plot.isEnabled()
     for name in ("run.png", "run.svg", "run.csv"):
@@ -296,6 +297,6 @@ def test_the_run_cells_data_export_writes_input_and_output_with_a_header(qtbot, 
     rc.export_data(str(tmp_path / "d.csv")).result(30)
     rc.export_data(str(tmp_path / "d.npy")).result(30)
     rows = list(csv.reader(io.StringIO((tmp_path / "d.csv").read_text())))
-    assert rows[0] == ["sample [index]", "input", "out (centred, +2)"] and len(rows) == 51
+    assert rows[0] == ["sample [index]", "input", "out (not proven) (centred, +2)"] and len(rows) == 51   # no receipt said
     assert np.array_equal(np.load(tmp_path / "d.npy"), x[:46] * 2)
     bg.close()

@@ -29,25 +29,36 @@ def workers():
     w.close()
 
 
+def checked(qtbot, dlg):
+    """The dialog's verdict on what is typed now (it is computed off the GUI thread)."""
+    qtbot.waitUntil(lambda: not dlg.checker.pending, timeout=10_000)
+    return dlg
+
+
 def test_license_is_validated_as_you_type(qtbot, pkg_copy, gui_ctx):
     dlg = PublishDialog(load_package(pkg_copy()), ctx=gui_ctx, profile="unknown")
     qtbot.addWidget(dlg)
     dlg.visibility.setCurrentText("workspace")
     dlg.license.clear()
+    checked(qtbot, dlg)
     assert not dlg.publish_button.isEnabled() and "only stay private" in dlg.license_status.text()
     qtbot.keyClicks(dlg.license, "Apachee-2.0")
+    assert dlg.status.text() == "checking…"                     # off the GUI thread: the verdict follows
+    checked(qtbot, dlg)
     assert "did you mean Apache-2.0" in dlg.license_status.text() and not dlg.publish_button.isEnabled()
     dlg.license.setText("GPL-2.0")
-    assert "GPL-2.0-only" in dlg.license_status.text()
+    assert "GPL-2.0-only" in checked(qtbot, dlg).license_status.text()
     dlg.license.setText("MIT OR Apache-2.0")
+    checked(qtbot, dlg)
     assert dlg.license_status.text().startswith("✓") and dlg.publish_button.isEnabled()
 
 
 def test_public_lists_every_missing_field(qtbot, pkg_copy, gui_ctx):
     dlg = PublishDialog(load_package(pkg_copy()), ctx=gui_ctx, profile="unknown")
     qtbot.addWidget(dlg)
-    assert dlg.missing.count() == 0                     # private: the bar is not asked
+    assert checked(qtbot, dlg).missing.count() == 0          # private: the bar is not asked
     dlg.visibility.setCurrentText("public")
+    checked(qtbot, dlg)
     items = [dlg.missing.item(k).text() for k in range(dlg.missing.count())]
     assert [i.split(":")[0] for i in items] == ["signature", "examples", "conformance receipt", "gradcheck receipt"]
     assert not dlg.publish_button.isEnabled() and "4 field(s) missing" in dlg.status.text()
@@ -59,6 +70,7 @@ def test_publish_dialog_publishes_through_the_device_worker(qtbot, pkg_copy, gui
     dlg = PublishDialog(load_package(root), ctx=gui_ctx, profile="unknown", workers=workers)
     qtbot.addWidget(dlg)
     dlg.visibility.setCurrentText("workspace")
+    checked(qtbot, dlg)
     with qtbot.waitSignal(dlg.finished, timeout=240_000):
         qtbot.mouseClick(dlg.publish_button, __import__("PySide6.QtCore", fromlist=["Qt"]).Qt.MouseButton.LeftButton)
     assert load_package(root).contract.visibility == "workspace"
@@ -142,6 +154,7 @@ def test_publishing_from_the_window_updates_the_open_document(qtbot, pkg_copy):
         assert view is not None and not view.doc.dirty
         dlg = open_publish_dialog(win)
         dlg.visibility.setCurrentText("workspace")
+        checked(qtbot, dlg)
         with qtbot.waitSignal(dlg.accepted, timeout=240_000):
             qtbot.mouseClick(dlg.publish_button, Qt.MouseButton.LeftButton)
         assert 'visibility = "workspace"' in view.doc.text("op.toml") and not view.doc.dirty

@@ -35,7 +35,10 @@ def test_a_workflow_report_is_shown_node_by_node(qtbot, ctx, device):
     assert set(rows) == {"conv", "conv_s2", "dx", "dx_s2", "dw", "dw_s2"}
     assert rows["dx"][2] == "exact under sharding" and "3/3 replicas bit for bit" in rows["dx"][4]
     assert rows["dw"][2] == "rounded per replica" and "ulp" in rows["dw"][4] and "rnd = id: 0" in rows["dw"][4]
-    assert all(r[3] == "yes" for r in rows.values())
+    # a fresh user folder holds no receipt: every op ran unproven (allowed), and every row says so
+    assert data["unverified"] == ["conv", "conv_s2", "dx", "dx_s2", "dw", "dw_s2"]
+    assert all(r[3] == "unverified op (claim measured: yes)" for r in rows.values()), rows
+    assert "every claim verified" not in panel.status.text() and "unverified: 6 op(s)" in panel.status.text()
     assert "dx, dx_s2, dw, dw_s2" in panel.warning.text()
     data4 = shard_report_json(ctx, str(WORKFLOW), 4, allow_unverified=True)
     panel.show_report(data4)
@@ -66,3 +69,28 @@ def test_the_window_offers_the_sharding_panel(qtbot):
         assert not win.shard_dock.isHidden() and isinstance(win.shard_dock.panel, ShardPanel)
     finally:
         win.shutdown()
+
+
+@pytest.mark.slow
+def test_a_refused_workflow_report_offers_to_prove_and_unverified_rows_say_so(qtbot):
+    """No receipt on this GPU (a fresh user folder): with neither box ticked the report is refused in
+    a sentence pointing at "prove missing receipts" (the commands stay in the details below); with
+    "allow unverified" it runs, and no row or status reads as verified."""
+    panel = ShardPanel()
+    qtbot.addWidget(panel)
+    panel.choice.setCurrentText("workflow: bf16_conv")
+    panel.replicas.setValue(4)
+    assert panel.prove_box.isChecked() and not panel.unverified.isChecked()      # proving is the default
+    panel.prove_box.setChecked(False)
+    panel.run()
+    qtbot.waitUntil(lambda: panel.run_button.isEnabled(), timeout=60_000)
+    assert panel.report is None and "prove missing receipts" in panel.status.text(), panel.status.text()
+    assert "scellis conform" not in panel.status.text() and "scellis conform" in panel.text.toPlainText()
+    assert "bold" in panel.prove_box.styleSheet()
+    panel.unverified.setChecked(True)
+    panel.run()
+    qtbot.waitUntil(lambda: panel.report is not None, timeout=60_000)
+    cells = [panel.table.item(r, 3).text() for r in range(panel.table.rowCount())]
+    assert len(cells) == 6 and all(c.startswith("unverified op") for c in cells), cells
+    assert "every claim verified" not in panel.status.text() and "not proven" in panel.status.text()
+    assert "unverified    conv, conv_s2" in panel.text.toPlainText()

@@ -392,6 +392,8 @@ def test_geometry_docks_and_tabs_are_restored_on_restart(qtbot, pkg_copy, _isola
 
     second = make_window(qtbot)
     try:
+        assert second.restoring and second.tabs.count() == 3          # placeholders first, then filled in
+        qtbot.waitUntil(lambda: not second.restoring, timeout=30_000)
         assert abs(second.width() - size[0]) <= 8 and abs(second.height() - size[1]) <= 8, (second.size(), size)
         assert size[1] != 900                                       # (not the default size)
         assert not second.problems_dock.isVisible() and second.catalog_dock.isVisible()

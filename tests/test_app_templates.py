@@ -80,8 +80,10 @@ def test_the_dialog_fills_id_author_license_and_visibility(qtbot, tmp_path):
     dlg.author.setText("ana")
     ok = dlg.buttons.button(QDialogButtonBox.StandardButton.Ok)
     dlg.visibility.setCurrentText("public")
+    qtbot.waitUntil(lambda: not dlg.checker.pending)              # judged off the GUI thread
     assert not ok.isEnabled() and "needs a license" in dlg.preview.text()
     dlg.license.setText("Apache-2.0")
+    qtbot.waitUntil(lambda: not dlg.checker.pending)
     assert ok.isEnabled()
     assert dlg.values() == ("elementwise", str(tmp_path), "edge_detect", "ana")
     assert dlg.options() == {"license": "Apache-2.0", "visibility": "public"}
@@ -123,3 +125,21 @@ def test_a_route_to_window_offsets_fails_gradcheck(ctx, tmp_path):
     pkg = load_package(root)
     assert actions.conform(ctx, pkg, receipt=False)["verdict"] == "pass"       # the forward is still right
     assert actions.gradcheck(ctx, pkg, receipt=False)["verdict"] == "fail"     # the routing is not
+
+
+def test_the_dialog_shows_the_license_the_new_op_gets(qtbot, tmp_path):
+    """The license field says what the new op.toml will say: the story template's Apache-2.0 filled
+    in (not "optional" over a license set behind the user's back); cleared, the op has none."""
+    dlg = NewOpDialog(folder=str(tmp_path))
+    qtbot.addWidget(dlg)
+    assert dlg.template.currentData() == "windowed_median" and dlg.license.text() == "Apache-2.0"
+    dlg.choose_template("stencil")                       # a blank start declares none: none shown
+    assert dlg.license.text() == ""
+    dlg.choose_template("windowed_median")
+    assert dlg.license.text() == "Apache-2.0"
+    dlg.license.clear()
+    dlg.author.setText("ana")
+    root = create_from_template(*dlg.values(), **dlg.options())
+    assert "license" not in tomllib.loads((root / "op.toml").read_text())
+    kept = create_from_template("windowed_median", tmp_path / "kept", "wm", "ana", license=None)
+    assert tomllib.loads((kept / "op.toml").read_text())["license"] == "Apache-2.0"     # (the control)

@@ -236,8 +236,9 @@ def test_the_studio_keeps_trust_for_a_kernel_edit_of_a_trusted_package(ctx, tmp_
 # ------------------------------------------------------------------ the first failure reaches the Studio at once
 @pytest.mark.slow
 def test_the_first_failure_reaches_the_front_end_before_the_result_through_the_worker(qtbot):
-    """The worker sends the first failing case as a note the moment it is judged; the Studio's
-    Conformance cell shows it while the rest of the corpus still runs; a passing op sends none."""
+    """The worker sends the first failing case as a note the moment it is judged, then the forward
+    verdict when the corpus is judged; the Studio's Conformance cell shows the failure while the rest
+    of the corpus still runs; a passing op sends no failure, and its forward PASS."""
     import time
 
     from studio.app.panels.conformance import ConformancePanel
@@ -246,6 +247,7 @@ def test_the_first_failure_reaches_the_front_end_before_the_result_through_the_w
     workers = DeviceWorkers()
     panel = ConformancePanel(8)
     qtbot.addWidget(panel)
+    panel.started()                                          # as the controller does
     notes, shown = [], []
     try:
         job = workers.submit("proof", "conform", target=str(FIRST_DRAFT), receipt=False)
@@ -255,7 +257,10 @@ def test_the_first_failure_reaches_the_front_end_before_the_result_through_the_w
         job.succeeded.connect(lambda rep: done.append((time.perf_counter(), rep)))
         qtbot.waitUntil(lambda: bool(done), timeout=180_000)
         assert done[0][1]["verdict"] == "fail"
-        assert len(notes) == 1 and notes[0][1]["kind"] == "first_failure" and "never written" in notes[0][1]["text"]
+        assert notes[0][1]["kind"] == "first_failure" and "never written" in notes[0][1]["text"]
+        kinds = [d["kind"] for _, d in notes]
+        assert kinds.count("first_failure") == 1 and set(kinds) <= {"first_failure", "forward_verdict", "backward_verdict"}
+        assert next(d for _, d in notes if d["kind"] == "forward_verdict")["verdict"] == "fail"
         assert notes[0][0] < done[0][0]                      # shown before the whole corpus finished
         assert shown[0].startswith("first failure (the rest of the corpus is still running)")
         assert panel.chip.text() == "FAIL…"
@@ -265,7 +270,9 @@ def test_the_first_failure_reaches_the_front_end_before_the_result_through_the_w
         ok = []
         good.succeeded.connect(ok.append)
         qtbot.waitUntil(lambda: bool(ok), timeout=300_000)
-        assert ok[0]["verdict"] == "pass" and later == []    # negative control: nothing to stream
+        assert ok[0]["verdict"] == "pass"                    # negative control: no failure to stream
+        assert [d["verdict"] for d in later if d["kind"] == "forward_verdict"] == ["pass"]
+        assert not any(d["kind"] == "first_failure" for d in later)
     finally:
         workers.close()
 

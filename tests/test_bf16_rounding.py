@@ -155,3 +155,21 @@ def test_ulp_and_words():
     assert words.tolist() == [0x3F800000, 0xC0200000, 0x7F800000]
     back, bad = bf.from_words(np.array([0x3F800000, 0x3F800001], np.uint32))
     assert back.tolist() == [0x3F80, 0x3F80] and bad.tolist() == [1]
+
+
+def test_from_f64_on_random_words_rounds_as_the_rational_oracle_whole_array_and_one_by_one():
+    """Any 64-bit pattern (huge, tiny, subnormal, NaN with payloads): the array call's bits are the
+    rational oracle's, and each element alone gives the same bits as in the array."""
+    rng = np.random.default_rng(11)
+    words = np.frombuffer(rng.bytes(8 * 4000), np.uint64).copy()
+    words[:400] = (words[:400] & np.uint64(0x800FFFFFFFFFFFFF)) | (rng.integers(0x370, 0x390, 400).astype(np.uint64) << np.uint64(52))
+    x = words.view(np.float64)                             # a tenth of them near 2^-126, where the two paths meet
+    got = bf.from_f64(x)
+    for i, v in enumerate(x):
+        want = by_fractions(float(v))
+        if want < 0:
+            assert (int(got[i]) & 0x7FC0) == 0x7FC0, hex(int(words[i]))
+        else:
+            assert int(got[i]) == want, hex(int(words[i]))
+        assert int(bf.from_f64(np.array([v]))[0]) == int(got[i])
+    assert bf.from_f64(np.float64(1.5)).shape == () and bf.from_f64(x.reshape(40, 100)).shape == (40, 100)

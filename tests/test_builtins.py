@@ -40,6 +40,18 @@ RANDOM_CASES = {
     "conv1d_bf16_weight_grad": lambda r: ({"x": r.normal(size=(6, 3, 50)), "dy": r.normal(size=(6, 4, 46))}, {"k": 5}),
     "conv1d_bf16_weight_grad_strided": lambda r: ({"x": r.normal(size=(6, 3, 50)), "dy": r.normal(size=(6, 4, 23))},
                                                   {"k": 5, "s": 2}),
+    # the 2-D bf16 kinds (docs/bf16.md): a 3x3 conv with padding 1 and the 7x7 stride-2 stem with padding 3
+    "conv2d_bf16": lambda r: ({"x": r.normal(size=(6, 3, 12, 12)), "f": r.normal(size=(4, 3, 3, 3))}, {"p": 1}),
+    "conv2d_bf16_strided": lambda r: ({"x": r.normal(size=(6, 3, 12, 12)), "f": r.normal(size=(4, 3, 7, 7))},
+                                      {"s": 2, "p": 3}),
+    "conv2d_bf16_input_vjp": lambda r: ({"dy": r.normal(size=(6, 4, 12, 12)), "f": r.normal(size=(4, 3, 3, 3))},
+                                        {"p": 1, "n": 12}),
+    "conv2d_bf16_input_vjp_strided": lambda r: ({"dy": r.normal(size=(6, 4, 6, 6)), "f": r.normal(size=(4, 3, 7, 7))},
+                                                {"s": 2, "p": 3, "n": 12}),
+    "conv2d_bf16_weight_grad": lambda r: ({"x": r.normal(size=(6, 3, 12, 12)), "dy": r.normal(size=(6, 4, 12, 12))},
+                                          {"k": 3, "p": 1}),
+    "conv2d_bf16_weight_grad_strided": lambda r: ({"x": r.normal(size=(6, 3, 12, 12)), "dy": r.normal(size=(6, 4, 6, 6))},
+                                                  {"k": 7, "s": 2, "p": 3}),
 }
 
 

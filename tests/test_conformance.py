@@ -132,6 +132,26 @@ def test_tampering_invalidates_the_receipt(ctx, tmp_path, device):
 
 
 @pytest.mark.slow
+def test_a_receipt_just_made_is_checked_from_the_conformance_corpus_and_its_tampered_corpus_hash_caught(
+        ctx, tmp_path, device, monkeypatch):
+    """Conformance leaves its corpus in the context's memo under the key a receipt on disk (its maps
+    in sorted order) is looked up by, so checking the receipt generates nothing; a receipt whose corpus
+    hash was changed (and sealed again) is still stale by the memo's hash."""
+    from studio.engine.proof import receipts as receipts_mod
+    pkg = load_package(copy_package(MEDIAN, tmp_path / "m"))
+    path = write_receipt(pkg, make_receipt(pkg, conform(ctx, pkg)), ctx.seal)
+    made = []
+    monkeypatch.setattr(receipts_mod, "regenerate", lambda *a: made.append(a) or pytest.fail("regenerated"))
+    receipt = json.loads(path.read_text())
+    assert list(receipt["corpus"]["sizes"]) == sorted(receipt["corpus"]["sizes"])
+    assert verify_receipt(pkg, receipt, device.profile.id, ctx.seal, corpora=ctx.corpora).status == "valid"
+    forged = dict(receipt, hashes=dict(receipt["hashes"], corpus="0" * 64))
+    forged.pop("seal", None)
+    v = verify_receipt(pkg, ctx.seal.seal(forged), device.profile.id, ctx.seal, corpora=ctx.corpora)
+    assert v.status == "stale" and "corpus hash differs" in " ".join(v.problems) and made == []
+
+
+@pytest.mark.slow
 def test_a_receipt_from_another_gpu_profile_is_foreign(ctx, tmp_path, device):
     root = copy_package(MEDIAN, tmp_path / "m")
     pkg = load_package(root)

@@ -11,8 +11,9 @@ from learner_reference import bits, independent_tree
 from studio.engine.learner.owners import start_cluster
 from studio.engine.learner.run import learn
 from studio.engine.learner.system import pipeline_system
+from studio.engine.proof.conformance import conform, report_lines
 from studio.engine.proof.gradcheck import gradcheck
-from studio.engine.proof.receipts import write_gradcheck_receipt
+from studio.engine.proof.receipts import make_receipt, write_gradcheck_receipt, write_receipt
 from studio.engine.resources import ROOT
 
 OPS = ("core/signal/fir@1", "core/math/multiply@1", "core/math/add@1", "user/demo/windowed_median@1",
@@ -23,8 +24,10 @@ STEPS = 2
 
 @pytest.fixture(scope="module")
 def setup(module_ctx, tmp_path_factory):
-    """Passing gradcheck receipts for the pipeline's VJPs, sealed with the key of a user data
-    folder the owners open too; the shipped training workflow at a CI size."""
+    """Passing gradcheck receipts for the pipeline's VJPs, and conformance receipts for those that
+    run on the device, sealed with the key of a user data folder the owners open too (so no owner
+    proves a device VJP again: each would run the whole corpus in its own process); the shipped
+    training workflow at a CI size."""
     home = module_ctx.trust.home
     receipts = tmp_path_factory.mktemp("gradcheck")
     for op in OPS:
@@ -32,6 +35,10 @@ def setup(module_ctx, tmp_path_factory):
         rep = gradcheck(module_ctx, pkg)
         assert rep.verdict == "pass", (op, rep.why)
         write_gradcheck_receipt(pkg, rep, receipts, seal=module_ctx.seal)
+        if pkg.contract.backward_kernel is not None:
+            proof = conform(module_ctx, pkg)
+            assert proof.ok, (op, report_lines(proof))
+            write_receipt(pkg, make_receipt(pkg, proof), module_ctx.seal)
     wf = tmp_path_factory.mktemp("wf") / "train_median.toml"
     text = (ROOT / "workflows" / "train_median.toml").read_text()
     assert "n = 1000000" in text

@@ -22,7 +22,8 @@ def expr(rng: random.Random, depth: int, var: str | None, inexact: bool) -> str:
     a, b = expr(rng, depth - 1, var, inexact), expr(rng, depth - 1, var, inexact)
     forms = [f"({a} + {b})", f"({a} - {b})", f"({a} * {b})", f"min({a}, {b})", f"max({a}, {b})", f"abs({a})",
              f"-{a}", f"select({a} < {b}, {a}, {b})", f"select({a} >= 0.5 and not {b} > {a}, {b}, 1.5)",
-             f"sum(j in 0..s: {a} * sample[j])" if depth > 1 else a]
+             f"sum(j in 0..s: {a} * sample[j])" if depth > 1 else a,
+             f"sum(j in 0..s, pairwise: {a} * sample[j])" if depth > 1 else a]
     if inexact:
         forms += [f"({a} / {b})", f"exp({a} * 0.1)", f"sqrt(abs({a}))", f"log(abs({a}) + 0.5)"]
     return rng.choice(forms)

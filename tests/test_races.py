@@ -1,6 +1,7 @@
 """The race sanitizer (proof/races.py): conformance runs an instrumented copy of the kernel once and
 fails an element of an output or of scratch that two invocations wrote, naming both; outputs
-declared `atomic` are judged by value only. Each check has the kernel that trips it and a clean one."""
+declared `atomic` are judged by value only; backward conformance does the same with the device VJP.
+Each check has the kernel that trips it and a clean one."""
 import re
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from studio.engine.contract.bindings import parse_bindings
 from studio.engine.contract.package import load_package
 from studio.engine.errors import StudioError
 from studio.engine.proof import races
+from studio.engine.proof.backward_conformance import conform_backward
 from studio.engine.proof.conformance import conform, report_lines
 from studio.engine.proof.corpus import CorpusCase
 
@@ -149,3 +151,65 @@ def test_scratch_another_workgroup_wrote_is_a_race_and_ones_own_workgroup_is_not
     assert "scratch 'm'[63] was written by global_invocation_id (63, 0, 0) (workgroup (0, 0, 0)) and read by " \
            "(64, 0, 0) (workgroup (1, 0, 0))" in found[0].describe()
     assert races.check(device, reader_twin(tmp_path, "own", "i - i % 64u"), median_case())[0] == []
+
+
+# ------------------------------------------------------------------ the device VJP ([backward] kernel)
+MEAN = BUILTINS / "mean"
+CASE = 35                                         # its corpus's random case of n = 207 (four workgroups)
+SAME_GRADIENT = ("    dx[j] = dy[0] / f32(p.n);",            # invocation j also writes dx[j - 1] (the same value)
+                 "    dx[j] = dy[0] / f32(p.n);\n    if (j > 0u) { dx[j - 1u] = dy[0] / f32(p.n); }")
+
+
+def mean_cases():
+    rng = np.random.default_rng(7)
+    return [CorpusCase(k, "random", "normal", {"n": n}, {}, {"x": rng.standard_normal(n).astype(np.float32)})
+            for k, n in enumerate((1, 64, 65, 300))]
+
+
+def backward_conformance(ctx, pkg, races_too=True):
+    with ctx.references.caching():
+        passing = [(c, ctx.references.forward(pkg, c.inputs, c.params)) for c in mean_cases()]
+        return conform_backward(ctx, pkg, passing, races=races_too)
+
+
+def test_a_device_vjp_writing_a_neighbours_gradient_fails_backward_conformance_naming_both(ctx, tmp_path):
+    """core/reduce/mean's device VJP whose invocation j also writes dx[j - 1]: every value is right
+    (the values alone pass it), yet two invocations write dx[0]; backward conformance fails naming both,
+    on the largest case, as the forward's sanitizer does. The shipped VJP passes."""
+    twin = load_package(copy_package(MEAN, tmp_path / "twin", {"backward.wgsl": [SAME_GRADIENT]}))
+    assert backward_conformance(ctx, twin, races_too=False).ok          # what the values see: nothing
+    rep = backward_conformance(ctx, twin)
+    assert not rep.ok and [(f.kind, f.gradient, f.case.index) for f in rep.failures] == [("race", "dx", 3)]
+    assert rep.passed == 3 and rep.races["case"] == 3 and rep.races["write_sites"] == {"dx": 2}
+    assert ("dx[0] was written by two invocations, global_invocation_id (0, 0, 0) and (1, 0, 0) (299 element(s) "
+            "written by more than one invocation)") in rep.failures[0].detail
+    text = "\n".join(rep.lines("scellis conform twin"))
+    assert "vjp races : case 3: 1 buffer(s) with a race" in text and "first backward failure" in text
+    assert rep.to_json()["failures"][0]["kind"] == "race"
+    shipped = backward_conformance(ctx, load_package(MEAN))
+    assert shipped.ok and shipped.races["tracked"] == ["dx"] and shipped.races["races"] == []
+
+
+def test_conformance_runs_the_vjp_sanitizer_and_the_receipt_records_it(ctx, tmp_path):
+    """Through `conform` (one case, as `--case` reproduces it): the race fails the backward, the
+    verdict and the report, and the coverage the receipt carries names the run."""
+    twin = load_package(copy_package(MEAN, tmp_path / "twin", {"backward.wgsl": [SAME_GRADIENT]}))
+    rep = conform(ctx, twin, only_case=CASE)
+    assert not rep.ok and rep.backward.failures[0].kind == "race" and rep.failures == []
+    assert rep.coverage["backward_races"]["case"] == CASE and len(rep.coverage["backward_races"]["races"]) == 1
+    assert any(ln.startswith("  vjp races : case") for ln in report_lines(rep))
+    shipped = conform(ctx, load_package(MEAN), only_case=CASE)
+    assert shipped.ok and shipped.coverage["backward_races"]["races"] == []
+
+
+def test_the_sanitizer_picks_a_case_wider_than_one_in_every_dim():
+    """A race between rows needs two rows, one within a row two columns: of the cases that fit, the
+    sanitizer runs one with every dim above 1 before a larger one with a dim of 1."""
+    pkg = load_package(BUILTINS / "nn" / "softmax")
+    rng = np.random.default_rng(3)
+    def case(k, rows, cols, kind="normal"):
+        return CorpusCase(k, "random", kind, {"rows": rows, "cols": cols}, {},
+                          {"x": rng.standard_normal((rows, cols)).astype(np.float32)})
+    tall, wide, square = case(0, 900, 1), case(1, 1, 900), case(2, 3, 4, "uniform")
+    assert races.pick_case(pkg, [tall, wide, square]) is square
+    assert races.pick_case(pkg, [tall, wide]) in (tall, wide)          # none wider than one: the largest

@@ -220,10 +220,31 @@ class CatalogPanel(QWidget):
         self.status.setText(text)
 
     def _apply_filter(self, text: str) -> None:
+        """Hide the cards that do not match; a group holding a match is opened (a collapsed group
+        — Broken on purpose — would hide it), and a group with none is hidden while filtering.
+        Clearing the filter puts every group back as the user left it."""
         t = text.strip().lower()
+        if t and not getattr(self, "_expanded_before", None):
+            self._expanded_before = {k: g.isExpanded() for k, g in self.groups.items()}
         for it in self.card_items():
             card = self.tree.itemWidget(it, 0)
             it.setHidden(bool(t) and t not in (card.data["id"] + card.data["summary"]).lower())
+        if not t:
+            for k, was in (getattr(self, "_expanded_before", None) or {}).items():
+                self.groups[k].setExpanded(was)
+            self._expanded_before = None
+            for k, g in self.groups.items():
+                g.setHidden(k == "broken" and self._count("broken") == 0)
+            return
+        for key in ("broken", "builtin", "user", "example"):       # (inner group first: it counts for its parent)
+            g = self.groups[key]
+            hits = any(not g.child(i).isHidden() and self.tree.itemWidget(g.child(i), 0) is not None
+                       for i in range(g.childCount()))
+            if key == "example":
+                hits = hits or not self.groups["broken"].isHidden()
+            g.setHidden(not hits)
+            if hits:
+                g.setExpanded(True)
 
     def _open(self, item, _col) -> None:
         path = item.data(0, Qt.ItemDataRole.UserRole)

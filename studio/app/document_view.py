@@ -42,6 +42,7 @@ class DocumentView(QWidget):
         self.checker.problemsChanged.connect(self._problems)
         self.checker.stateChanged.connect(self._check_state)
         self.conformance.finished.connect(lambda _r: self.catalogChanged.emit())
+        self.conformance.finished.connect(self.runner.proof_known)     # the Run cell's line follows the receipt
         # one undo history for the whole document; Ctrl+Z / Ctrl+Shift+Z in any control use it
         self.undo = DocumentUndo(doc, self)
         self.undo_stack = self.undo.stack
@@ -51,7 +52,7 @@ class DocumentView(QWidget):
         for table in self.findChildren(RowTable):
             table.widgetMade.connect(self.undo_keys.watch)
         # results shown as stale the moment the content changes; a proof's error is a problem too
-        self.freshness = ProofFreshness(doc, self)
+        self.freshness = ProofFreshness(doc, self, background=background, vouch=self._vouch)
         self._marks = {"conformance": PanelMark([self.conformance_panel.chip,
                                                  getattr(self.conformance_panel, "receipt_chip", None)]),
                        "gradcheck": PanelMark([self.gradcheck_panel.chip])}
@@ -68,14 +69,38 @@ class DocumentView(QWidget):
         self.checker._emit()
         self.checker.timer.start()          # a first check soon after opening: problems show without an edit
 
+    def _gradcheck_stage(self) -> None:
+        """The Conformance cell's gradcheck stage: the Gradcheck cell's verdict when it is about this
+        content, "running" while it runs, else how to get one."""
+        panel, job = self.gradcheck_panel, self.gradcheck.job
+        if not self.conformance_panel.stages:
+            return                                       # no conformance run shown yet
+        if job is not None and job.active:
+            stage = ("running", "busy")
+        elif self.freshness.proven_hash("gradcheck") == self.doc.content_hash() and panel.chip.text():
+            stage = (panel.chip.text(), panel.chip.kind)
+        else:
+            stage = ("not run on this content (F6)", "idle")
+        self.conformance_panel.set_stages({"gradcheck": stage})
+
     def _proof_started(self, kind: str, ctl) -> None:
         job = ctl.job
         if job is None or not job.active:
             return
+        self._gradcheck_stage()
         self._marks[kind].saved = None                   # a new result is coming
         self._pending[kind] = self.doc.content_hash()     # the content the job was given (taken now)
         roots = [p for p in (self.doc.path,) if p]
         job.failed.connect(lambda err, j=job: self.checker.set_proof_problems(kind, err, roots, j))
+
+    def _vouch(self, root):
+        """The receipts on disk for saved content (publishing earns them for its new op.toml), judged
+        for the GPU profile the shown conformance result ran on."""
+        from .freshness import vouched
+        rep = self.conformance_panel.report or {}
+        prof = rep.get("gpu_profile")
+        seal, profile = self.session.ctx.seal, prof.get("id") if isinstance(prof, dict) else prof
+        return lambda: vouched(root, seal, profile)
 
     def _running(self, key: str, job) -> None:
         """Where the user looks: the running cell is brought into view (its header at the top,
@@ -90,9 +115,11 @@ class DocumentView(QWidget):
         h = self._pending.pop(kind, None)
         if h is None:
             return
-        self.freshness.proven(kind, h)
+        panel = self.conformance_panel if kind == "conformance" else self.gradcheck_panel
+        self.freshness.proven(kind, h, passed=(getattr(panel, "report", None) or {}).get("verdict") == "pass")
         self._marks[kind].remember()
         self._marks[kind].set_stale(self.freshness.stale(kind))
+        self._gradcheck_stage()
 
     def _signature_params(self, key: str = "field:signature", _origin=None) -> None:
         if key == "field:signature":

@@ -85,7 +85,8 @@ def template_infos() -> list[dict]:
         op_name = sig[:sig.index("(")].strip() if "(" in sig else d.name
         out.append({"name": d.name, "title": str(meta.get("title") or d.name), "summary": str(summary),
                     "op_name": op_name if NAME_RE.match(op_name) else d.name,
-                    "kind": str(meta.get("kind") or d.name), "order": int(meta.get("order", 100))})
+                    "kind": str(meta.get("kind") or d.name), "order": int(meta.get("order", 100)),
+                    "license": str(data.get("license") or "")})
     out.sort(key=lambda t: (t["order"], t["name"]))
     return out
 
@@ -130,6 +131,8 @@ def create_from_template(template: str, folder: str | os.PathLike, name: str, au
         updates["signature"] = name + sig[sig.index("("):]
     updates["authors"] = [author]
     updates.update({k: v for k, v in (("license", license), ("visibility", visibility), ("summary", summary)) if v})
+    if license == "" and "license" in data:       # cleared in the dialog: the new op has none (it stays private)
+        updates["license"] = None
     manifest = set_values(manifest, updates, file=str(src / MANIFEST))
     files[MANIFEST] = manifest
     files.update(binary)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from PySide6.QtCore import QEvent, QRect, QSize, Qt, Signal
+from PySide6.QtCore import QEvent, QRect, QSize, Qt, QTimer, Signal
 from PySide6.QtGui import (
     QColor,
     QFontDatabase,
@@ -112,6 +112,20 @@ class CodeEditor(QPlainTextEdit):
         self.setTextCursor(c)
         self.centerCursor()
         self.setFocus(Qt.FocusReason.OtherFocusReason)
+        self.reveal_cursor()
+        QTimer.singleShot(0, self, self.reveal_cursor)    # again once the notebook has scrolled to the cell
+
+    def reveal_cursor(self) -> None:
+        """Scroll every scroll area this editor sits in (the notebook's) so the cursor's line is on
+        screen: an editor taller than the view would leave it below the bottom edge."""
+        from PySide6.QtWidgets import QScrollArea
+        rect = self.cursorRect()
+        w = self.parentWidget()
+        while w is not None:
+            if isinstance(w, QScrollArea) and w.widget() is not None and w.widget().isAncestorOf(self):
+                at = self.viewport().mapTo(w.widget(), rect.center())
+                w.ensureVisible(at.x(), at.y(), 40, max(rect.height() * 3, 60))
+            w = w.parentWidget()
 
     def cursor_line_col(self) -> tuple[int, int]:
         c = self.textCursor()

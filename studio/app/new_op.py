@@ -20,6 +20,17 @@ from PySide6.QtWidgets import (
 )
 
 from .documents import AUTHOR_RE, NAME_RE, VISIBILITY_CHOICES, template_infos
+from .latest_check import LatestCheck
+
+
+def judge(f: dict) -> tuple[bool, str]:
+    """(OK allowed, the line under the form) for the fields as typed (any thread)."""
+    name, author, folder = f["name"], f["author"], f["folder"]
+    if f["visibility"] != "private" and not f["license"]:
+        return False, f"visibility '{f['visibility']}' needs a license (SPDX, e.g. Apache-2.0)"
+    if NAME_RE.match(name) and AUTHOR_RE.match(author) and folder:
+        return True, f"id user/{author}/{name}@1 in {os.path.join(folder, name)}"
+    return False, "op name: lower case, digits and _; author: lower case, digits, '.', '_' or '-'"
 
 
 class NewOpDialog(QDialog):
@@ -47,9 +58,10 @@ class NewOpDialog(QDialog):
                                "written to authors")
         form.addRow("author", self.author)
         self.license = QLineEdit()
-        self.license.setPlaceholderText("SPDX, e.g. Apache-2.0 (optional while private)")
-        self.license.setToolTip("an SPDX license expression, e.g. Apache-2.0 or MIT OR Apache-2.0; optional while "
-                                "the op is private, required for workspace or public")
+        self.license.setPlaceholderText("none: the op stays private (SPDX, e.g. Apache-2.0, to share it)")
+        self.license.setToolTip("an SPDX license expression, e.g. Apache-2.0 or MIT OR Apache-2.0: what the new "
+                                "op.toml says, the template's own filled in; empty: no license, and the op stays "
+                                "private (workspace or public need one)")
         form.addRow("license", self.license)
         self.visibility = QComboBox()
         self.visibility.addItems(list(VISIBILITY_CHOICES))
@@ -75,12 +87,18 @@ class NewOpDialog(QDialog):
             "create the package from the template and open it (enabled once name, author and folder are valid)")
         self.buttons.button(QDialogButtonBox.StandardButton.Cancel).setToolTip("close without creating anything")
         form.addRow(self.buttons)
+        # the fields are judged off the GUI thread, the newest text only (latest_check.py): OK pressed
+        # before the verdict on what is typed now waits for it
+        self.ok_button = self.buttons.button(QDialogButtonBox.StandardButton.Ok)
+        self.accept_when_checked = False
+        self.checker = LatestCheck(judge, self._show, parent=self)
+        self.finished.connect(lambda _=0: self.checker.close())
         for w in (self.name, self.author, self.folder, self.license):
-            w.textChanged.connect(self._update)
-        self.visibility.currentTextChanged.connect(self._update)
+            w.textChanged.connect(lambda _=None: self._update())
+        self.visibility.currentTextChanged.connect(lambda _=None: self._update(at_once=True))
         self.template.currentIndexChanged.connect(self._template_chosen)
         self._template_chosen()
-        self._update()
+        self._update(at_once=True)
 
     def _template_chosen(self, *_):
         i = self.template.currentIndex()
@@ -90,22 +108,39 @@ class NewOpDialog(QDialog):
         defaults = {t["op_name"] for t in self.infos}
         if info is not None and self.name.text().strip() in defaults:
             self.name.setText(info["op_name"])
+        # the license field shows what the new op.toml will say: the template's own, unless typed over
+        licenses = {t.get("license", "") for t in self.infos}
+        if info is not None and self.license.text().strip() in licenses:
+            self.license.setText(info.get("license", ""))
 
     def _browse(self) -> None:
         d = QFileDialog.getExistingDirectory(self, "Create the op package in", self.folder.text())
         if d:
             self.folder.setText(d)
 
-    def _update(self) -> None:
-        name, author = self.name.text().strip(), self.author.text().strip()
-        needs_license = self.visibility.currentText() != "private" and not self.license.text().strip()
-        ok = bool(NAME_RE.match(name) and AUTHOR_RE.match(author) and self.folder.text().strip()) and not needs_license
-        self.buttons.button(QDialogButtonBox.StandardButton.Ok).setEnabled(ok)
-        if needs_license:
-            self.preview.setText(f"visibility '{self.visibility.currentText()}' needs a license (SPDX, e.g. Apache-2.0)")
+    def snapshot(self) -> dict:
+        return {"name": self.name.text().strip(), "author": self.author.text().strip(),
+                "folder": self.folder.text().strip(), "license": self.license.text().strip(),
+                "visibility": self.visibility.currentText()}
+
+    def _update(self, at_once: bool = False) -> None:
+        (self.checker.now if at_once else self.checker.changed)(self.snapshot())
+
+    def _show(self, verdict: tuple[bool, str]) -> None:
+        ok, text = verdict
+        self.ok_button.setEnabled(ok)
+        self.preview.setText(text)
+        if self.accept_when_checked:
+            self.accept_when_checked = False
+            if ok:
+                super().accept()
+
+    def accept(self) -> None:
+        """OK pressed while the check of the latest text runs: accepted once it allows it."""
+        if self.checker.pending:
+            self.accept_when_checked = True
             return
-        self.preview.setText(f"id user/{author}/{name}@1 in {os.path.join(self.folder.text().strip(), name)}" if ok
-                             else "op name: lower case, digits and _; author: lower case, digits, '.', '_' or '-'")
+        super().accept()
 
     def values(self) -> tuple[str, str, str, str]:
         """(template, folder, name, author) — ``create_from_template``'s positional arguments."""
@@ -114,7 +149,7 @@ class NewOpDialog(QDialog):
 
     def options(self) -> dict:
         """The rest of what was typed, as ``create_from_template``'s keywords."""
-        return {"license": self.license.text().strip() or None, "visibility": self.visibility.currentText()}
+        return {"license": self.license.text().strip(), "visibility": self.visibility.currentText()}
 
     def choose_template(self, name: str) -> None:
         i = self.template.findData(name)

@@ -2,6 +2,7 @@
 checker findings, compile errors — with its file, line and column. Click one to jump there."""
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,9 +28,13 @@ class Problem:
 
     @property
     def where(self) -> str:
+        """The place as the author finds it: a form's field by its name first (its op.toml position
+        after it, in brackets), else file:line:col."""
         s = self.file or "op"
         if self.line is not None:
             s += f":{self.line}" + (f":{self.col}" if self.col is not None else "")
+        if self.field and (self.file in (None, "op.toml")):
+            return f"field {self.field} ({s})"
         if self.field:
             s += f" [{self.field}]"
         return s
@@ -51,10 +56,33 @@ def relative(file: str | None, roots: list[Path]) -> str | None:
     return p.name if p.is_absolute() else file
 
 
+# naga's source excerpt under its message: "┌─ wgsl:3:5", "│", "3 │     x = 1", "│     ^^^^ label";
+# the problems table has one line a problem and the editor marks the place, so only the words stay
+_ART_LINE = re.compile(r"^\s*(?:\d+\s*)?(?:[│|┌└╭╰├]|─)")
+_CARETS = re.compile(r"(?:(?<=\s)|^)(?:\^{2,}|~{2,})(?=\s|$)")     # (a lone ^ is WGSL's xor)
+
+
+def plain_message(message: str) -> str:
+    """A compiler message without its caret art: the excerpt lines go, a caret line's label stays."""
+    words = []
+    for line in str(message).splitlines():
+        if _ART_LINE.match(line):
+            label = line.split("│", 1)[-1] if "│" in line else line
+            if "^" not in label and "~" not in label:
+                continue                                   # the excerpt's frame or its source line
+            line = re.sub(r"^\s*[\^~]+", "", label)       # the caret under the place, its label kept
+        line = _CARETS.sub(" ", line)
+        line = " ".join(line.split())
+        if line and line not in words:
+            words.append(line)
+    return " — ".join(words)
+
+
 def from_error(e: StudioError, roots: list[Path], source: str = "check", severity: str = "error") -> Problem:
-    """(wgpu's compiler notation in a message is written in WGSL's words: naga_words.py)"""
-    return Problem(in_product_words(e.message), relative(e.file, roots), e.line, e.col, e.field, e.hint, severity,
-                   source)
+    """(wgpu's compiler notation in a message is written in WGSL's words: naga_words.py; its caret
+    art is left out: ``plain_message``)"""
+    return Problem(plain_message(in_product_words(e.message)), relative(e.file, roots), e.line, e.col, e.field,
+                   e.hint, severity, source)
 
 
 def from_json(d: dict, roots: list[Path], source: str = "check", severity: str = "error") -> Problem:

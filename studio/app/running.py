@@ -1,5 +1,7 @@
-"""The run cell's controller: make the input (the builtin spiky-signal generator on the device, or
-a file read off the GUI thread), run the document's op on it through the worker, plot, export."""
+"""The run cell's controller: make every input the signature declares (the builtin spiky-signal
+generator on the device, a file read off the GUI thread, or another op's output), run the
+document's op on them through the worker — its kernel, proven or not (trying.py says which), or
+its reference alone — plot, export."""
 from __future__ import annotations
 
 import time
@@ -11,25 +13,9 @@ from PySide6.QtWidgets import QFileDialog
 from ..engine.contract.signature import parse_signature
 from ..engine.errors import StudioError
 from .panels.run import SPIKY
+from .trying import param_specs
 
-
-def param_specs(signature_text: str) -> list[tuple[str, int, int, int]]:
-    """(name, default, lo, hi) for each integer parameter of the signature (a 7 for the story's w)."""
-    try:
-        sig = parse_signature(signature_text)
-    except StudioError:
-        return []
-    out = []
-    for p in sig.params:
-        lo = int(p.lo.eval({})) if p.lo is not None and not p.lo.symbols() else 0
-        hi = int(p.hi.eval({})) if p.hi is not None and not p.hi.symbols() else 2**31 - 1
-        default = min(max(7, lo), hi)
-        if p.parity == "odd" and default % 2 == 0:
-            default += 1
-        if p.parity == "even" and default % 2 == 1:
-            default += 1
-        out.append((p.name, default, lo, min(hi, 2**31 - 1)))
-    return out
+__all__ = ["RunController", "param_specs"]
 
 
 class RunController(QObject):
@@ -41,6 +27,8 @@ class RunController(QObject):
         self.session, self.workers, self.background, self.panel = session, workers, background, panel
         self.job = None
         self.result: dict | None = None
+        self._fed_unproven: dict | None = None
+        self._declared: dict[str, tuple[str, int]] = {}
         panel.runRequested.connect(self.run)
         panel.cancelRequested.connect(self.cancel)
         panel.exportDataRequested.connect(self.export_data_dialog)
@@ -50,24 +38,27 @@ class RunController(QObject):
         self._params()
 
     def _params(self) -> None:
-        self.panel.set_params(param_specs(str(self.session.doc.field("signature") or "")))
+        text = str(self.session.doc.field("signature") or "")
+        self.panel.set_params(param_specs(text))
+        try:
+            self.panel.set_inputs([t.name for t in parse_signature(text).inputs])
+        except StudioError:
+            pass                                   # the checker says why; the rows stay as they were
 
-    def _input_name(self) -> str:
+    def _input_names(self) -> list[str]:
         try:
             sig = parse_signature(str(self.session.doc.field("signature") or ""))
         except StudioError as e:
             raise StudioError("the signature does not parse, so the op cannot run yet", hint=e.message) from None
-        if len(sig.inputs) != 1:
-            raise StudioError(f"the run cell feeds one input; {sig.name} has {len(sig.inputs)}",
-                              hint="run it from the CLI: scellis run PATH --input name=file.npy")
-        return sig.inputs[0].name
+        self._declared = {t.name: (t.dtype, len(t.dims)) for t in sig.inputs}
+        return [t.name for t in sig.inputs]
 
     def run(self, req: dict | None = None):
         req = req or self.panel.request()
         if self.job is not None and self.job.active:
             return self.job
         try:
-            name = self._input_name()
+            names = self._input_names()
         except StudioError as e:
             self.panel.show_error(e)
             return None
@@ -76,39 +67,81 @@ class RunController(QObject):
                                               hint="use Trust in the toolbar"))
             return None
         self.t0 = time.perf_counter()
-        if req["source"] == "spiky":
-            self.panel.started(f"generating {req['n']:,} samples of the spiky signal on the device…")
-            job = self.workers.submit("run", "run", target=SPIKY, inputs={},
-                                      params={"n": int(req["n"]), "seed": int(req["seed"])}, require_receipt=True)
-            job.succeeded.connect(lambda out: self._run_op(name, _first(out), req["params"]))
-        else:
-            path = req["file"]
-            self.panel.started(f"reading {path}…")
+        self._fed_unproven = None                  # set when another op's unproven output feeds an input
+        given = req.get("inputs") or {}
+        fallback = {k: req.get(k) for k in ("source", "n", "seed", "file", "op")}
+        specs = [(name, given.get(name) or fallback) for name in names]
+        self._gather(specs, {}, lambda inputs: self._run_op(inputs, req.get("params") or {}, req.get("what", "kernel")))
+        return self.job
+
+    def _gather(self, specs: list, got: dict, then) -> None:
+        """Make each input in turn (each off the GUI thread), then ``then(inputs)``."""
+        if not specs:
+            then(got)
+            return
+        (name, spec), rest = specs[0], specs[1:]
+
+        def next_one(x):
+            got[name] = np.asarray(x)
+            self._gather(rest, got, then)
+        source = spec.get("source") or "spiky"
+        if source == "file":
+            path = spec.get("file") or ""
+            self.panel.started(f"reading {name} from {path}…")
             from ..engine.arrays import load_array
-            self.background.run(lambda: np.asarray(load_array(path), dtype=np.float32).reshape(-1),
-                                lambda x: self._run_op(name, x, req["params"]), self.panel.show_error)
-            return None
-        self._watch(job)
-        return job
+            dtype, rank = self._declared.get(name, ("f32", 1))
+            cast = {"f32": np.float32, "u32": np.uint32, "i32": np.int32}.get(dtype)
 
-    def _run_op(self, name: str, x: np.ndarray, params: dict) -> None:
-        self.panel.started(f"running {self.session.doc.field('id')} on {x.size:,} samples…")
+            def load():                       # as declared: a 1-D input flattened, a 2-D one kept whole
+                a = np.asarray(load_array(path))
+                a = a.astype(cast) if cast is not None else a
+                return a.reshape(-1) if rank == 1 else a
+            self.background.run(load, next_one, self.panel.show_error)
+            return
+        n, seed = int(spec.get("n") or 1_000_000), int(spec.get("seed") or 0)
+        if source == "op":
+            op = spec.get("op") or ""
+            if not op:
+                self.panel.show_error(StudioError(f"input {name}: name the op whose output feeds it", field="run.op"))
+                return
+            self.panel.started(f"{name}: running {op} on {n:,} samples of the spiky signal…")
+            job = self.workers.submit("run", "op_output", target=op, n=n, seed=seed)
+            job.succeeded.connect(lambda out: (self._unproven(out.get("proof")), next_one(_first(out["outputs"]))))
+        else:
+            self.panel.started(f"{name}: generating {n:,} samples of the spiky signal on the device…")
+            job = self.workers.submit("run", "run", target=SPIKY, inputs={}, params={"n": n, "seed": seed},
+                                      require_receipt=True)
+            job.succeeded.connect(lambda out: next_one(_first(out)))
+        self._watch(job)
+
+    def _unproven(self, proof: dict | None) -> None:
+        if proof is not None and not proof.get("proven"):
+            self._fed_unproven = proof
+
+    def _run_op(self, inputs: dict, params: dict, what: str = "kernel") -> None:
+        x = next(iter(inputs.values())) if inputs else np.zeros(0, np.float32)
+        who = "its reference" if what == "reference" else self.session.doc.field("id")
+        self.panel.started(f"running {who} on {x.size:,} samples…")
         t = time.perf_counter()
-        job = self.workers.submit("run", "run", prepare=self.session.target(), inputs={name: x}, params=dict(params),
-                                  require_receipt=True,   # a result is shown only from a proven op
-                                  budget_s=self._budget(x, params))
-        job.succeeded.connect(lambda out: self._done(x, out, time.perf_counter() - t))
+        if what == "reference":
+            job = self.workers.submit("run", "try_reference", prepare=self.session.target(), inputs=inputs,
+                                      params=dict(params), budget_s=self._budget(inputs, params))
+        else:                                  # proven or not: the result says which (trying.py)
+            job = self.workers.submit("run", "try_run", prepare=self.session.target(), inputs=inputs,
+                                      params=dict(params), budget_s=self._budget(inputs, params))
+        fed, self._fed_unproven = self._fed_unproven, None
+        job.succeeded.connect(lambda out: self._done(x, out, time.perf_counter() - t, what, fed))
         self._watch(job)
 
-    def _budget(self, x: np.ndarray, params: dict) -> float:
+    def _budget(self, inputs: dict, params: dict) -> float:
         """The run lane's budget, or more for a big input: the engine's rule, scaled with the size."""
         from ..engine.services.proof_budget import run_budget_s
         from .worker_bridge import LANES
         try:
             sig = parse_signature(str(self.session.doc.field("signature") or ""))
+            return max(LANES["run"], run_budget_s(sig, dict(inputs), dict(params)))
         except StudioError:
             return LANES["run"]
-        return max(LANES["run"], run_budget_s(sig, {sig.inputs[0].name: x}, dict(params)))
 
     def _watch(self, job) -> None:
         self.job = job
@@ -116,12 +149,20 @@ class RunController(QObject):
         job.cancelled.connect(lambda: self.panel.stopped("cancelled", "warn"))
         self.started.emit(job)
 
-    def _done(self, x: np.ndarray, out, seconds: float) -> None:
-        y = _first(out)
+    def _done(self, x: np.ndarray, out, seconds: float, what: str = "kernel", fed: dict | None = None) -> None:
+        y = _first(out["outputs"]) if isinstance(out, dict) and "outputs" in out else _first(out)
+        proof = dict(out.get("proof") or {}) if isinstance(out, dict) else {}
+        if fed is not None and proof.get("proven"):          # an unproven op fed it: so is the result
+            proof = {"proven": False, "why": f"an input came from an op that is not proven ({fed.get('why')})"}
         label = str(self.session.doc.field("id") or "output")
-        self.result = {"x": x, "y": y, "seconds": seconds}
-        self.panel.show_result(x, y, label, seconds)
+        self.result = {"x": x, "y": y, "seconds": seconds, "proof": proof, "what": what}
+        self.panel.show_result(x, y, label, seconds, proof=proof, what=what)
         self.finished.emit(self.result)
+
+    def proof_known(self, report: dict) -> None:
+        """Conformance finished: the run cell's line says whether this content now has a receipt."""
+        self.panel.set_proof(isinstance(report, dict) and report.get("verdict") == "pass"
+                             and bool(report.get("receipt")))
 
     def cancel(self) -> None:
         if self.job is not None:

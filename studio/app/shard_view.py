@@ -87,8 +87,14 @@ class ShardPanel(QWidget):
         self.replicas.setValue(4)
         self.replicas.setToolTip("R: the batch is split into R equal shards")
         top.addWidget(self.replicas)
+        self.prove_box = QCheckBox("prove missing receipts")
+        self.prove_box.setChecked(True)          # as the workflow tab: the first report of a fresh install proves
+        self.prove_box.setToolTip("a workflow: run conformance first for its ops without a receipt on this GPU "
+                                  "(as `scellis workflow run --prove`), then report")
+        top.addWidget(self.prove_box)
         self.unverified = QCheckBox("allow unverified")
-        self.unverified.setToolTip("run ops without a conformance receipt on this GPU profile")
+        self.unverified.setToolTip("run ops without a conformance receipt on this GPU profile; the rows say "
+                                   "which ran unproven")
         top.addWidget(self.unverified)
         self.run_button = QPushButton("Report")
         self.run_button.setToolTip("classify every node and measure it on real data")
@@ -104,6 +110,7 @@ class ShardPanel(QWidget):
         self.table.horizontalHeader().setStretchLastSection(True)
         lay.addWidget(self.table, 1)
         self.status = QLabel("choose a workflow or a learner and a replica count")
+        self.status.setWordWrap(True)
         lay.addWidget(self.status)
         self.text = QPlainTextEdit()
         self.text.setReadOnly(True)
@@ -135,14 +142,17 @@ class ShardPanel(QWidget):
         if self.thread is not None and self.thread.is_alive():
             return
         path, replicas, unverified = str(self.path()), self.replicas.value(), self.unverified.isChecked()
+        prove = self.prove_box.isChecked()
         self.run_button.setEnabled(False)
-        self.status.setText(f"reporting {Path(path).name} on {replicas} replica(s)…")
+        self.prove_box.setStyleSheet("")
+        self.status.setText(f"reporting {Path(path).name} on {replicas} replica(s)"
+                            + (" (proving missing receipts first)" if prove else "") + "…")
 
         def work():
             try:
                 with self._client() as client:
                     self.relay.done.emit(client.call("shard_report", path=path, replicas=replicas,
-                                                     allow_unverified=unverified))
+                                                     allow_unverified=unverified, prove=prove))
             except StudioError as e:
                 self.relay.failed.emit(e.format())
             except Exception as e:  # noqa: BLE001 - a worker that died: said, not raised into Qt
@@ -166,10 +176,13 @@ class ShardPanel(QWidget):
                     ok = True
                 rows.append((name, data["name"], m["label"], "yes" if ok else "NO", what))
         else:
+            unproven = set(data.get("unverified", []))
             for n in data["nodes"]:
                 v = n["verified"]
-                rows.append((n["name"], n["op"], n["kind"]["label"], "-" if v is None else "yes" if v else "NO",
-                             measured(n)))
+                claim = "-" if v is None else "yes" if v else "NO"
+                if n["name"] in unproven:        # measured, but with an op that has no receipt here
+                    claim = f"unverified op (claim measured: {claim})"
+                rows.append((n["name"], n["op"], n["kind"]["label"], claim, measured(n)))
         self.table.setRowCount(len(rows))
         for r, row in enumerate(rows):
             for c, value in enumerate(row):
@@ -179,12 +192,25 @@ class ShardPanel(QWidget):
         self.table.resizeColumnsToContents()
         self.warning.setText("\n".join(f"⚠ {w}" for w in data.get("warnings", [])))
         self.text.setPlainText("\n".join(data.get("lines", [])))
-        self.status.setText(f"{len(rows)} node(s) on {data['replicas']} replica(s): "
-                            + ("every claim verified" if data.get("ok") else "a node claimed exact DIFFERS"))
+        unproven = data.get("unverified", [])
+        if not data.get("ok"):
+            verdict = "a node claimed exact DIFFERS"
+        elif unproven:
+            verdict = (f"unverified: {len(unproven)} op(s) ran without a receipt on this GPU ("
+                       f"{', '.join(unproven)}); the claims hold as measured, but those numbers are not proven")
+        else:
+            verdict = "every claim verified"
+        self.status.setText(f"{len(rows)} node(s) on {data['replicas']} replica(s): {verdict}")
 
     def _failed(self, message: str) -> None:
         self.run_button.setEnabled(True)
-        self.status.setText("the report failed")
+        if "no valid conformance receipt" in message:          # the plan's refusal: the way forward, short
+            self.status.setText("refused: some ops have no conformance receipt on this GPU. Tick “prove missing "
+                                "receipts” and report again (or “allow unverified”: the rows then say so). "
+                                "The details are below.")
+            self.prove_box.setStyleSheet("font-weight: bold")
+        else:
+            self.status.setText("the report failed")
         self.text.setPlainText(message)
 
 

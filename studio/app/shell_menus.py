@@ -19,6 +19,8 @@ from PySide6.QtWidgets import (
 )
 
 from .fitting import scrolled
+
+TOOL_DOCK_SHARE = 0.36         # of the window's width, a tool dock's when it opens
 from .menus import ShortcutsDialog, current_cell, focus_cell, next_cell, run_cell
 from .theme import THEMES
 from .welcome import STORY_OP
@@ -189,8 +191,36 @@ class MenusMixin:
         dock.hide()
         act = self.tools_menu.addAction(action)
         act.setToolTip(tip)
-        act.triggered.connect(lambda: (dock.show(), dock.raise_()))
+        act.triggered.connect(lambda: self.show_tool_dock(dock))
         return dock
+
+    def tool_dock_width(self) -> tuple[int, int]:
+        """(the width a tool dock opens at, its least width), relative to the window: a third of it
+        or so (280 to 560 px), never less than a fifth (at least 180 px), so its text is read, not
+        clipped, at 1024 px as at 1600."""
+        w = self.width()
+        least = max(180, min(w // 5, 260))
+        return max(least, min(max(280, int(w * TOOL_DOCK_SHARE)), 560, w // 2)), least
+
+    def show_tool_dock(self, dock: QDockWidget) -> None:
+        """Show a tool dock (Learner, Sharding, Card) at ``tool_dock_width``, the window keeping its
+        size: the notebook gives way, the window never grows past where it was."""
+        before = self.size()
+        want, least = self.tool_dock_width()
+        dock.widget().setMinimumWidth(least)
+        dock.show()
+        dock.raise_()
+        if dock.isFloating():
+            return
+        self.resizeDocks([dock], [want], Qt.Orientation.Horizontal)
+
+        def settle() -> None:
+            if self.isMaximized() or self.isFullScreen():
+                return
+            if self.width() > before.width() or self.height() > before.height():
+                self.resize(before)
+            self.resizeDocks([dock], [want], Qt.Orientation.Horizontal)
+        QTimer.singleShot(0, settle)
 
     # ------------------------------------------------------------------ welcome, themes, help
     def _show_welcome(self) -> None:

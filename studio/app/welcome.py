@@ -18,10 +18,12 @@ from PySide6.QtWidgets import (
 from ..engine.resources import EXAMPLES
 
 STORY_OP = EXAMPLES / "windowed_median"
+FIRST_DRAFT = EXAMPLES / "windowed_median_first_draft"      # the story's start: it fails at n = w
 
 
 class WelcomePage(QWidget):
     storyRequested = Signal()
+    firstDraftRequested = Signal()
     newRequested = Signal()
     openRequested = Signal()
     openWorkflowRequested = Signal()
@@ -47,6 +49,10 @@ class WelcomePage(QWidget):
         self.story = QPushButton("▶ Open the story's op: the windowed median")
         self.story.setObjectName("welcome_story")
         self.story.setToolTip(f"open {STORY_OP}: the op the tutorial follows, already proven here")
+        self.first_draft = QPushButton("Open the first draft: the same op, failing conformance at n = w")
+        self.first_draft.setObjectName("welcome_first_draft")
+        self.first_draft.setToolTip(f"open {FIRST_DRAFT}: where the story starts — run Conformance, read the "
+                                    "failing case, fix the kernel (saved as your copy; the shipped one stays)")
         self.new = QPushButton("New op from template…")
         self.new.setToolTip("start a new op from a template: elementwise, windowed selection, reduction, stencil "
                             "(Ctrl+N)")
@@ -54,7 +60,8 @@ class WelcomePage(QWidget):
         self.open.setToolTip("open an op package: a folder with op.toml (Ctrl+O)")
         self.open_wf = QPushButton("Open workflow…")
         self.open_wf.setToolTip("open a workflow file (.toml) as a notebook of steps")
-        for b, sig in ((self.story, self.storyRequested), (self.new, self.newRequested),
+        for b, sig in ((self.story, self.storyRequested), (self.first_draft, self.firstDraftRequested),
+                       (self.new, self.newRequested),
                        (self.open, self.openRequested), (self.open_wf, self.openWorkflowRequested)):
             b.setMinimumHeight(32)
             b.clicked.connect(sig.emit)

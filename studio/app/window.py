@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from PySide6.QtCore import Qt, QTimer
+from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import (
     QAction,
     QIcon,
@@ -44,12 +44,14 @@ from .settings import settings_store
 from .shell_menus import MenusMixin, RunKeys, about_text  # noqa: F401 - about_text: the About box's text
 from .shipped import banner_text, copy_of, original_of, shipped_path
 from .theme import ThemeManager
-from .welcome import WelcomePage
+from .welcome import FIRST_DRAFT, WelcomePage
 from .window_state import WindowStateMixin
 from .worker_bridge import DeviceWorkers
 
 
 class MainWindow(MenusMixin, WindowStateMixin, RecoveryMixin, QMainWindow):
+    tabsRestored = Signal(list)          # the restored session's views, once every tab is filled in
+
     def __init__(self, *, workers: DeviceWorkers | None = None, store: AutosaveStore | None = None,
                  ctx: Context | None = None, offer_recovery: bool = True, restore_session: bool = True):
         """``ctx``: the GUI process's Context (trust store, catalog); one is opened when not given.
@@ -87,6 +89,7 @@ class MainWindow(MenusMixin, WindowStateMixin, RecoveryMixin, QMainWindow):
         self.tabs.tabCloseRequested.connect(lambda i: self.close_view(self.tabs.widget(i)))
         self.welcome = WelcomePage()
         self.welcome.storyRequested.connect(self.open_story)
+        self.welcome.firstDraftRequested.connect(lambda: self.open_path(FIRST_DRAFT))
         self.welcome.newRequested.connect(self.new_op_dialog)
         self.welcome.openRequested.connect(self.open_dialog)
         self.welcome.openWorkflowRequested.connect(self.open_workflow_dialog)
@@ -146,7 +149,7 @@ class MainWindow(MenusMixin, WindowStateMixin, RecoveryMixin, QMainWindow):
         if offer_recovery:
             QTimer.singleShot(0, self.offer_recovery)
         if restore_session:
-            self.restore_tabs()
+            self.restore_tabs()             # placeholders now; each tab filled in once the window is up
         self._current_changed()
         QTimer.singleShot(0, self._help_last)          # Help stays the last menu, whatever features add
         from .publish import install_publish; install_publish(self)   # noqa: E702 - extensions, one line each: Publish
@@ -261,7 +264,7 @@ class MainWindow(MenusMixin, WindowStateMixin, RecoveryMixin, QMainWindow):
         """A workflow notebook tab for the .toml at ``path`` (studio/app/workflow_view.py)."""
         from .workflow_view import WorkflowView
         try:
-            view = WorkflowView(path, self.workers, ctx=self.ctx)
+            view = WorkflowView(path, self.workers, ctx=self.ctx, background=self.background)
         except StudioError as e:
             self.error(e)
             return None
@@ -270,11 +273,6 @@ class MainWindow(MenusMixin, WindowStateMixin, RecoveryMixin, QMainWindow):
         self.tabs.setTabToolTip(i, str(view.path))
         self.tabs.setCurrentIndex(i)
         return view
-
-    def open_workflow_dialog(self) -> None:
-        path, _ = QFileDialog.getOpenFileName(self, "Open workflow", "", "Workflow (*.toml)")
-        if path:
-            self.open_workflow(path)
 
     def save_current(self, ask: bool = False, folder: str | Path | None = None) -> Path | None:
         view = self.current()
@@ -314,6 +312,8 @@ class MainWindow(MenusMixin, WindowStateMixin, RecoveryMixin, QMainWindow):
             self.tabs.removeTab(self.tabs.indexOf(view))
             view.deleteLater()
             self._show_welcome()
+            return True
+        if self.close_placeholder(view):          # a tab closed before it was restored (window_state.py)
             return True
         if not isinstance(view, DocumentView):
             return False

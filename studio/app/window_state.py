@@ -6,10 +6,38 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from PySide6.QtCore import QEvent
+from PySide6.QtCore import QEvent, Qt, QTimer
+from PySide6.QtWidgets import QFileDialog, QLabel, QProgressBar, QVBoxLayout, QWidget
+
+RESTORE_FIRST_MS = 120          # the first restored tab is built after the window's first paint
+RESTORE_NEXT_MS = 15            # then one per turn of the event loop
+
+
+class RestoringTab(QWidget):
+    """A restored tab's place until its view is built: its name and a busy bar."""
+
+    def __init__(self, entry: str):
+        super().__init__()
+        self.entry = entry
+        kind, _, path = entry.partition(":")
+        self.kind, self.path = kind, Path(path)
+        self.title = self.path.stem if kind == "workflow" else self.path.name
+        lay = QVBoxLayout(self)
+        lay.addStretch(1)
+        label = QLabel(f"restoring {'the workflow' if kind == 'workflow' else 'the op'} {self.path}…")
+        label.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        label.setWordWrap(True)
+        lay.addWidget(label)
+        bar = QProgressBar()
+        bar.setRange(0, 0)                        # busy
+        bar.setMaximumWidth(320)
+        lay.addWidget(bar, 0, Qt.AlignmentFlag.AlignHCenter)
+        lay.addStretch(2)
 
 
 class WindowStateMixin:
+    restoring = False                 # True while restored tabs are still placeholders
+    restored_views: tuple = ()        # the views restore_tabs filled in, in order
     # ------------------------------------------------------------------ remembered state
     def save_window_state(self) -> None:
         """Geometry, docks and toolbar, open tabs (saved packages and workflows, in order) and the
@@ -24,7 +52,7 @@ class WindowStateMixin:
     def save_tabs(self, *, sync: bool = True) -> None:
         """The open tabs and the current one, written as they change (not only at a clean exit: a
         killed Studio reopens them too). Not while the window closes its tabs on the way out."""
-        if getattr(self, "_closing", False) and sync:
+        if getattr(self, "_closing", False) and sync or getattr(self, "_restoring_one", False):
             return
         s = self.settings
         tabs = []
@@ -34,6 +62,8 @@ class WindowStateMixin:
                 tabs.append("package:" + str(Path(w.doc.path).resolve()))
             elif hasattr(w, "wf") and hasattr(w, "path"):
                 tabs.append("workflow:" + str(w.path))
+            elif isinstance(w, RestoringTab):         # not filled in yet: kept as it was
+                tabs.append(w.entry)
         s.setValue("session/tabs", tabs)
         s.setValue("session/current", max(self.tabs.currentIndex(), 0))
         if sync:
@@ -50,22 +80,130 @@ class WindowStateMixin:
             ok = self.restoreState(state) and ok
         return ok
 
-    def restore_tabs(self) -> list:
-        """Reopen the tabs of the last session (those whose folder or file still exists)."""
+    def restore_tabs(self, *, at_once: bool = False) -> list:
+        """Reopen the tabs of the last session (those whose folder or file still exists).
+
+        Each tab first appears as a placeholder ("restoring …", a progress bar in the status bar
+        counting them), and is filled in once the window is up, one tab per turn of the event loop:
+        the window is shown and answers at once, however many tabs come back (a document view takes
+        a second or more to build on a loaded machine). ``at_once``: fill them in now (returns the
+        views); else returns [] and ``restored(views)`` follows."""
         tabs = self.settings.value("session/tabs") or []
         if isinstance(tabs, str):
             tabs = [tabs]
-        opened = []
+        entries = []
         for t in tabs:
             kind, _, path = str(t).partition(":")
-            if kind == "package" and (Path(path) / "op.toml").is_file():
-                opened.append(self.open_path(path))
-            elif kind == "workflow" and Path(path).is_file():
-                opened.append(self.open_workflow(path))
+            if kind == "package" and (Path(path) / "op.toml").is_file() or kind == "workflow" and Path(path).is_file():
+                entries.append(str(t))
         cur = int(self.settings.value("session/current", 0) or 0)
-        if opened and 0 <= cur < self.tabs.count():
+        self.restored_views = []
+        if not entries:
+            return []
+        self._hide_welcome()
+        for entry in entries:
+            holder = RestoringTab(entry)
+            i = self.tabs.addTab(holder, "⏳ " + holder.title)
+            self.tabs.setTabToolTip(i, f"restoring {holder.path}")
+        if 0 <= cur < self.tabs.count():
             self.tabs.setCurrentIndex(cur)
-        return [v for v in opened if v is not None]
+        self.restore_bar = QProgressBar()
+        self.restore_bar.setObjectName("restore_progress")
+        self.restore_bar.setRange(0, len(entries))
+        self.restore_bar.setFormat("restoring tabs: %v of %m")
+        self.restore_bar.setTextVisible(True)
+        self.restore_bar.setMaximumWidth(220)
+        self.restore_bar.setToolTip("the tabs of your last session, opened one by one; the window is yours meanwhile")
+        self.statusBar().addPermanentWidget(self.restore_bar)
+        self.restoring = True
+        if at_once:
+            while self._restore_next(schedule=False):
+                pass
+            return list(self.restored_views)
+        self._restore_timer = QTimer(self)
+        self._restore_timer.setSingleShot(True)
+        self._restore_timer.timeout.connect(lambda: self._restore_next())
+        self._restore_timer.start(RESTORE_FIRST_MS)       # after the window's first paint
+        return []
+
+    def close_placeholder(self, view) -> bool:
+        """Close a tab not yet filled in (it is then not restored); False for any other tab."""
+        if not isinstance(view, RestoringTab):
+            return False
+        self.tabs.removeTab(self.tabs.indexOf(view))
+        view.deleteLater()
+        self._show_welcome()
+        self._keep_tabs()
+        return True
+
+    def workflow_start_dir(self) -> Path:
+        """Where "Open workflow…" starts: the folder of the last workflow opened, else the user's
+        workflows folder (<Scellis folder>/workflows) when there is one, else the home folder —
+        never the folder the process happened to start in."""
+        from ..engine.home import studio_home
+        last = self.settings.value("paths/workflows")
+        for p in ([Path(str(last))] if last else []) + [studio_home() / "workflows", Path.home()]:
+            if p.is_dir():
+                return p
+        return Path.home()
+
+    def open_workflow_dialog(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, "Open workflow", str(self.workflow_start_dir()),
+                                              "Workflow (*.toml)")
+        if path and self.open_workflow(path) is not None:
+            self.settings.setValue("paths/workflows", str(Path(path).resolve().parent))
+
+    def _placeholders(self) -> list:
+        return [self.tabs.widget(i) for i in range(self.tabs.count())
+                if isinstance(self.tabs.widget(i), RestoringTab)]
+
+    def _restore_next(self, *, schedule: bool = True) -> bool:
+        """Fill in the first placeholder tab; True while more are left."""
+        if getattr(self, "_closing", False):
+            return False
+        left = self._placeholders()
+        if not left:
+            self._restored()
+            return False
+        holder = left[0]
+        at = self.tabs.indexOf(holder)
+        was_current = self.tabs.currentWidget() is holder
+        current = self.tabs.currentWidget()
+        kind, _, path = holder.entry.partition(":")
+        self._restoring_one = True
+        try:
+            view = self.open_path(path) if kind == "package" else self.open_workflow(path)
+        finally:
+            self._restoring_one = False
+        if view is not None:
+            self.restored_views.append(view)
+            self.tabs.tabBar().moveTab(self.tabs.indexOf(view), at)
+        self.tabs.removeTab(self.tabs.indexOf(holder))
+        holder.deleteLater()
+        if view is not None and was_current:
+            self.tabs.setCurrentWidget(view)
+        elif current is not holder and self.tabs.indexOf(current) >= 0:
+            self.tabs.setCurrentWidget(current)
+        if self.tabs.count() == 0:
+            self._show_welcome()
+        self.restore_bar.setValue(self.restore_bar.value() + 1)
+        more = bool(self._placeholders())
+        if not more:
+            self._restored()
+        elif schedule:
+            self._restore_timer.start(RESTORE_NEXT_MS)
+        return more
+
+    def _restored(self) -> None:
+        if not getattr(self, "restoring", False):
+            return
+        self.restoring = False
+        self.statusBar().removeWidget(self.restore_bar)
+        self.restore_bar.deleteLater()
+        n = len(self.restored_views)
+        self.statusBar().showMessage(f"restored {n} tab(s) of your last session", 5000)
+        self.save_tabs()
+        self.tabsRestored.emit(list(self.restored_views))
 
     def changeEvent(self, event) -> None:
         """A new application palette (the desktop switched to dark, or a theme was chosen): the style

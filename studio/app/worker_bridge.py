@@ -65,8 +65,11 @@ def _studio_client(*, budget_s: float):
     from .catalog_scan import BUDGETS, HANDLERS
     from .reference_check import BUDGETS as REFERENCE_BUDGETS
     from .reference_check import HANDLERS as REFERENCE_HANDLERS
-    return WorkerClient(budget_s=budget_s, handlers={**WORKFLOW_HANDLERS, **HANDLERS, **REFERENCE_HANDLERS},
-                        budgets={**BUDGETS, **REFERENCE_BUDGETS})
+    from .trying import BUDGETS as TRY_BUDGETS
+    from .trying import HANDLERS as TRY_HANDLERS
+    return WorkerClient(budget_s=budget_s, handlers={**WORKFLOW_HANDLERS, **HANDLERS, **REFERENCE_HANDLERS,
+                                                     **TRY_HANDLERS},
+                        budgets={**BUDGETS, **REFERENCE_BUDGETS, **TRY_BUDGETS})
 
 
 class DeviceJob(QObject):

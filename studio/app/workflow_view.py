@@ -5,10 +5,12 @@ Train, Stop; the provenance record as text. Every run goes through the device wo
 calls), never on the GUI thread."""
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import numpy as np
 import pyqtgraph as pg
+from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (
     QCheckBox,
     QFormLayout,
@@ -26,11 +28,15 @@ from PySide6.QtWidgets import (
 )
 
 from ..engine.services.outline import outline
+from ..engine.services.outputs import user_outputs
+from ..figures import draw_whole, note_title
 from .export import plot_with_export
+from .fitting import fit_column
 from .panels.job import error_html
 from .theme import style_plot
 
-PLOT_SAMPLES = 4000
+BAR_UNITS = 1000
+PROVE_SHARE = 0.9          # of the progress bar, for proving missing receipts (it takes most of the time)
 
 
 def _plot(title: str = "", x_label: str = "sample", y_label: str = "value", *, x_units: str | None = "index",
@@ -56,6 +62,7 @@ class StepCell(QFrame):
         lay = QVBoxLayout(self)
         top = QHBoxLayout()
         self.header = QLabel()
+        self.header.setWordWrap(True)          # (a long op id and badge wrap: the cell never outgrows the view)
         top.addWidget(self.header, 1)
         self.run_here = QPushButton("Run to here")
         self.run_here.setToolTip(f"run the workflow up to {name} (and the steps it needs)")
@@ -73,8 +80,10 @@ class StepCell(QFrame):
         lay.addLayout(form)
         self.plot = _plot(y_label=f"{name} output", y_units="signal units")
         self.curve = self.plot.plot([], [], pen=pg.mkPen("#1f77b4", width=1), name=f"{name} output")
-        lay.addWidget(plot_with_export(self.plot, f"step_{name}"))
+        lay.addWidget(plot_with_export(self.plot, f"step_{name}", getattr(view, "background", None)))
+        self.note = ""
         self.time_label = QLabel("not run yet")
+        self.time_label.setWordWrap(True)
         lay.addWidget(self.time_label)
         self.seconds: float | None = None
         self.samples = 0
@@ -99,16 +108,21 @@ class StepCell(QFrame):
         if a is None:
             self.curve.setData([], [])
             self.samples = 0
+            self.note = ""
+            self.plot.setTitle(None)
             return
-        y = np.asarray(a, dtype=np.float64).reshape(-1)[:PLOT_SAMPLES]
-        self.curve.setData(np.arange(y.size), y)
-        self.samples = int(y.size)
+        # the whole output, never a prefix: drawn as its min/max envelope when long (a spike stays
+        # visible), every sample kept for the CSV export; the plot says so
+        self.note = draw_whole(self.curve, a)
+        self.plot.setTitle(note_title("", self.note) if self.note else None)
+        self.samples = int(np.size(a))
 
 
 class WorkflowView(QWidget):
     """A workflow file's notebook tab."""
 
-    def __init__(self, path: str | Path, workers, *, ctx=None, out_dir: str | Path | None = None, parent=None):
+    def __init__(self, path: str | Path, workers, *, ctx=None, out_dir: str | Path | None = None, background=None,
+                 parent=None):
         # a StudioError with file:line:col on a bad file, raised before any Qt object is made (a kept
         # error would keep a half-made widget); each step's badge from the catalog (no device)
         path = Path(path).resolve()
@@ -116,8 +130,10 @@ class WorkflowView(QWidget):
         super().__init__(parent)
         self.path = path
         self.workers, self.ctx = workers, ctx
+        self.background = background              # a million-sample CSV is written off the GUI thread
         self.wf = wf
-        self.out_dir = Path(out_dir) if out_dir is not None else self.path.parent
+        # never beside the file (a shipped example lies in the install): the user's output folder
+        self.out_dir = Path(out_dir) if out_dir is not None else user_outputs(wf.name)
         self.job = None
         self.result: dict | None = None
         self.train_result: dict | None = None
@@ -148,13 +164,25 @@ class WorkflowView(QWidget):
         self.progress.setRange(0, 1)
         self.progress.setTextVisible(False)
         self.progress.setToolTip("steps done, of the workflow's steps")
-        for w in (self.run_button, self.train_button, self.stop_button, self.prove_box, self.allow_box):
+        for w in (self.run_button, self.train_button, self.stop_button):
             bar.addWidget(w)
+        self.progress.setMinimumWidth(48)
         bar.addWidget(self.progress, 1)
         outer.addLayout(bar)
+        boxes = QHBoxLayout()                   # the run's options on a row of their own: the tab stays
+        boxes.addWidget(self.prove_box)         # narrow enough for a 1024 px window with a tool dock open
+        boxes.addWidget(self.allow_box)
+        boxes.addStretch(1)
+        outer.addLayout(boxes)
         self.status = QLabel(f"{self.wf.name}: {len(self.wf.steps)} steps")
         self.status.setWordWrap(True)
         outer.addWidget(self.status)
+        self.out_label = QLabel(f"outputs go to <code>{self.out_dir}</code>")
+        self.out_label.setToolTip("the run's data files, plots and provenance record are written here "
+                                  "(your Scellis folder), never beside a shipped workflow")
+        self.out_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.out_label.setWordWrap(True)
+        outer.addWidget(self.out_label)
 
         split = QSplitter()
         cells_host = QWidget()
@@ -165,6 +193,7 @@ class WorkflowView(QWidget):
             cells_lay.addWidget(cell)
             self.cells.append(cell)
         cells_lay.addStretch(1)
+        fit_column(cells_host)                  # labels wrap, forms put a long row under its label
         scroll = QScrollArea()
         scroll.setWidgetResizable(True)
         scroll.setWidget(cells_host)
@@ -197,6 +226,12 @@ class WorkflowView(QWidget):
         self.stop_button.setEnabled(True)
         self.progress.setRange(0, 0)
         self.status.setText(text)
+        self.started = time.perf_counter()
+        self.phase = None                     # "proving" (a missing receipt earned first), then "running"
+        self.proving = (0, 1)                 # (this proof's index, how many)
+        self.bar_value = 0
+        self.proved_first = False
+        self.phase_text = ""
 
     def _end(self, text: str) -> None:
         self.run_button.setEnabled(True)
@@ -207,11 +242,47 @@ class WorkflowView(QWidget):
         self.progress.setTextVisible(False)
         self.status.setText(text)
 
+    def _note(self, e) -> None:
+        """The worker says what it does now: proving a missing receipt (which op, for which step), or
+        running the steps."""
+        if not isinstance(e, dict):
+            return
+        if e.get("kind") == "proving":
+            self.phase = "proving"
+            self.proved_first = True
+            self.proving = (int(e["index"]), max(1, int(e["total"])))
+            step = f" for step {e['step']}" if e.get("step") else ""
+            self.phase_text = (f"proving {e['op']}{step} ({e['index'] + 1} of {e['total']}): conformance on "
+                               "this GPU, to earn its missing receipt")
+            self.status.setText(self.phase_text + "…")
+            self._bar(0.0)
+        elif e.get("kind") == "running":
+            proved = e.get("proved", 0)
+            self.phase = "running"
+            self.phase_text = (f"running the steps (receipts earned for {proved} op(s) in "
+                               f"{e.get('proving_s', 0):.1f} s)" if proved else "running the steps")
+            self.status.setText(self.phase_text + "…")
+            self._bar(0.0)
+
+    def _bar(self, part: float) -> None:
+        """One bar for the whole run, never going back: proving (when a receipt is missing) fills the
+        first PROVE_SHARE of it, op by op; the steps the rest."""
+        part = min(max(part, 0.0), 1.0)
+        if self.phase == "proving":
+            k, n = self.proving
+            frac = PROVE_SHARE * (k + part) / n
+        else:
+            base = PROVE_SHARE if self.proved_first else 0.0
+            frac = base + (1.0 - base) * part
+        self.bar_value = max(self.bar_value, int(round(BAR_UNITS * frac)))
+        self.progress.setRange(0, BAR_UNITS)
+        self.progress.setValue(self.bar_value)
+        self.progress.setTextVisible(True)
+        self.progress.setFormat("%p%" + (" — proving" if self.phase == "proving" else ""))
+
     def _progress(self, done: int, total: int) -> None:
         if total:
-            self.progress.setRange(0, total)
-            self.progress.setValue(done)
-            self.progress.setTextVisible(True)
+            self._bar(done / total)
 
     def _live_loss(self, step: int, loss: float) -> None:
         """A training step's loss, as it arrives from the worker: the curve grows while training runs."""
@@ -221,6 +292,7 @@ class WorkflowView(QWidget):
     def _wire(self, job, on_ok) -> None:
         self.job = job
         job.progress.connect(self._progress)
+        job.note.connect(self._note)
         job.value.connect(self._live_loss)
         job.succeeded.connect(on_ok)
         job.failed.connect(self._failed)
@@ -246,8 +318,12 @@ class WorkflowView(QWidget):
             c.show_result(steps.get(c.name), arrays)
         self.provenance.setPlainText("\n".join(r["proofs"] + r["lines"] + r["report_lines"] +
                                                [f"record    {r['record_path']}"]))
-        self._end(f"{r['status']}: {len(steps)} step(s) in {r['record']['seconds'].get('total', 0):.2f} s; "
-                  f"record {r['record_path']}")
+        # the time the user waited, proving included, and where it went
+        wall = r.get("wall_seconds") or {"total": time.perf_counter() - self.started, "proving": 0.0,
+                                         "steps": r["record"]["seconds"].get("total", 0.0)}
+        where = (f" (proving missing receipts {wall['proving']:.1f} s, the steps {wall['steps']:.2f} s)"
+                 if wall["proving"] else "")
+        self._end(f"{r['status']}: {len(steps)} step(s) in {wall['total']:.1f} s{where}; record {r['record_path']}")
 
     def _failed(self, err) -> None:
         text = err.format() if hasattr(err, "format") else str(err)

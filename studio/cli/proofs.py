@@ -38,7 +38,10 @@ def _older_receipts(pkg) -> None:
 
 
 def _first_failure(note: dict) -> None:
-    """Printed the moment the worker judges the first failing case, before the whole verdict."""
+    """Printed the moment the worker judges the first failing case, before the whole verdict (the
+    other verdicts the worker tells as they land come with the report)."""
+    if note.get("kind", "first_failure") != "first_failure":
+        return
     print(f"first failure (the rest of the corpus runs on): {note.get('text', '')}", file=sys.stderr, flush=True)
 
 

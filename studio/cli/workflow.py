@@ -25,6 +25,14 @@ def _call(args, kind: str, what: str, **kw):
         return with_progress(w, kind, what, quiet=getattr(args, "json", False), ops_path=ops_path(args), **kw)
 
 
+def _output_folder(path: Path, args) -> tuple[Path, str]:
+    """Where the run writes (studio/engine/services/outputs.py): --out-dir, else beside --plot, else
+    the current folder — never the install (a current folder inside it: the user's output folder)."""
+    from ..engine.services.outline import outline
+    from ..engine.services.outputs import choose_output_folder
+    return choose_output_folder(outline(path, None, strict=False).name, out_dir=args.out_dir, plot=args.plot)
+
+
 def _draw(plot: dict) -> None:
     from ..figures import COLOURS, export_plot, signal_plot
     series = [(s["label"], s["y"], COLOURS[k % len(COLOURS)], s["x0"]) for k, s in enumerate(plot["series"])]
@@ -38,18 +46,24 @@ def cmd_workflow_run(args) -> int:
     if args.plot:
         from ..engine.arrays import check_writable
         check_writable(args.plot)
+    out, why = _output_folder(path, args)
     r = _call(args, "workflow_run", f"workflow {path.name}", path=str(path.resolve()),
-              out_dir=str(Path(args.out_dir or ".").resolve()), record=absolute(args.record),
+              out_dir=str(out), record=absolute(args.record),
               plot=str(Path(args.plot).resolve()) if args.plot else None, allow_unverified=args.allow_unverified,
               prove=args.prove, until=args.until)
     for plot in r["plots"]:
         _draw(plot)
     if args.json:
         print(json.dumps({k: r[k] for k in ("workflow", "status", "record_path", "report", "written", "lines")}
-                         | {"plots": [p["file"] for p in r["plots"]]}, indent=2))
+                         | {"plots": [p["file"] for p in r["plots"]], "out_dir": str(out)}, indent=2))
         return EXIT_OK
+    print(f"outputs   {out}: {why}")
     for line in r["proofs"] + r["lines"] + r["report_lines"]:
         print(line)
+    wall = r.get("wall_seconds") or {}
+    if wall.get("proving"):                 # the run's own time above leaves the proving out: say it
+        print(f"in all    {wall['total']:.1f} s: proving missing receipts {wall['proving']:.1f} s, "
+              f"the run {wall['steps']:.2f} s")
     for f in r["written"] + [p["file"] for p in r["plots"]] + [r["record_path"]]:
         print(f"wrote     {f}")
     return EXIT_OK
@@ -83,7 +97,8 @@ def cmd_train(args) -> int:
               optimizer=args.optimizer, learning_rate=args.lr, swaps=swaps, prove=args.prove,
               allow_unverified=args.allow_unverified, resume=absolute(args.resume),
               receipts=str(Path(args.gradcheck_receipts).resolve()) if args.gradcheck_receipts else None,
-              checkpoint=absolute(args.checkpoint), record=absolute(args.record), out_dir=str(Path(args.out_dir or ".").resolve()), compare=compare)
+              checkpoint=absolute(args.checkpoint), record=absolute(args.record), out_dir=str(_output_folder(path, args)[0]),
+              compare=compare)
     if args.plot:
         from ..figures import export_plot, signal_plot
         w = signal_plot([(f"loss ({r['optimizer']})", r["losses"], "#d1495b", 1)],
@@ -131,7 +146,8 @@ def add_commands(sub) -> None:
     p.add_argument("file", nargs="?", help="the workflow .toml (default: the story's, spike_removal.toml)")
     p.add_argument("--plot", metavar="FILE.png|.svg", help="write the workflow's (first) plot here")
     p.add_argument("--record", metavar="FILE.json", help="the provenance record (default: [workflow] record)")
-    p.add_argument("--out-dir", metavar="DIR", help="where relative sink and record paths go (default: .)")
+    p.add_argument("--out-dir", metavar="DIR", help="where the sinks and the record go (default: beside --plot, "
+                   "else the current folder; never the install)")
     p.add_argument("--allow-unverified", action="store_true",
                    help="run ops without a valid conformance receipt on this GPU profile (the record says so)")
     p.add_argument("--prove", action="store_true", help="run conformance first for ops without a receipt here")
@@ -164,7 +180,8 @@ def add_commands(sub) -> None:
     p.add_argument("--checkpoint", metavar="FILE.json", help="where the checkpoint goes (default: [train] checkpoint)")
     p.add_argument("--record", metavar="FILE.json", help="the training record (default: [workflow] record)")
     p.add_argument("--plot", metavar="FILE.png|.svg", help="plot the loss curve")
-    p.add_argument("--out-dir", metavar="DIR")
+    p.add_argument("--out-dir", metavar="DIR", help="where the checkpoint and the record go (default: beside "
+                   "--plot, else the current folder; never the install)")
     p.add_argument("--json", action="store_true")
     p.add_argument("--timeout", type=seconds, default=600.0, metavar="SECONDS")
     p.set_defaults(fn=cmd_train)

@@ -40,21 +40,39 @@ def from_f32(a: np.ndarray) -> np.ndarray:
 
 
 def from_f64(a: np.ndarray) -> np.ndarray:
-    """bf16 bits of f64 values, correctly rounded from f64 in one step (no detour through f32)."""
-    a = np.asarray(a, dtype=np.float64)
+    """bf16 bits of f64 values, correctly rounded from f64 in one step (no detour through f32).
+    Where the result is a normal bf16 or zero (every value but the tiny ones below 2^-126), by bit
+    operations on the f64 word, as from_f32_bits does on the f32 word: add 2^44 - 1 plus the lowest
+    kept bit, drop the low 45 bits (a carry runs into the exponent, past the largest f64 to inf);
+    the result has 8 significant bits, so its f32 is exact, or inf past the largest bf16. The tiny
+    ones, whose quantum is fixed at 2^-133, take the scaled rounding below."""
+    shape = np.shape(a)
+    a = np.ascontiguousarray(a, dtype=np.float64).reshape(-1)
+    b = a.view(np.uint64)
+    kept = (b + np.uint64((1 << 44) - 1) + ((b >> np.uint64(45)) & np.uint64(1))) & ~np.uint64((1 << 45) - 1)
+    with np.errstate(over="ignore", invalid="ignore"):
+        hi = (kept.view(np.float64).astype(np.float32).view(np.uint32) >> np.uint32(16)).astype(np.uint16)
+    mag = b & np.uint64(0x7FFFFFFFFFFFFFFF)
+    tiny = (mag != 0) & (mag < np.uint64(0x3810000000000000))           # 0 < |a| < 2^-126
+    nan = mag > np.uint64(0x7FF0000000000000)
+    if tiny.any():
+        hi[tiny] = _scaled(a[tiny])
+    if nan.any():
+        sign = ((b >> np.uint64(63)) << np.uint64(15)).astype(np.uint16)
+        payload = ((b >> np.uint64(45)) & np.uint64(0x7F)).astype(np.uint16)  # the top 7 fraction bits
+        hi = np.where(nan, sign | np.uint16(0x7F80 | QUIET) | payload, hi).astype(np.uint16)
+    return hi.reshape(shape)
+
+
+def _scaled(a: np.ndarray) -> np.ndarray:
+    """bf16 bits of finite f64 values by scaling: each scaled by its own bf16 quantum (a power of two,
+    so exactly), rounded to an integer half-even, and scaled back."""
     with np.errstate(invalid="ignore", over="ignore"):
         _, e = np.frexp(a)                                  # |a| = m * 2^e, m in [0.5, 1)
         quantum = np.ldexp(1.0, np.maximum(e, EXP_MIN) - SIG_BITS)
         r = np.rint(a / quantum) * quantum                  # both steps exact in f64; rint is half-even
         r = np.where(np.isfinite(a) & (np.abs(r) >= OVERFLOW), np.copysign(np.inf, a), r)
-    hi = (r.astype(np.float32).view(np.uint32) >> np.uint32(16)).astype(np.uint16)   # exact: r is a bf16
-    nan = np.isnan(a)
-    if nan.any():
-        b64 = a.view(np.uint64)
-        sign = ((b64 >> np.uint64(63)) << np.uint64(15)).astype(np.uint16)
-        payload = ((b64 >> np.uint64(45)) & np.uint64(0x7F)).astype(np.uint16)  # the top 7 fraction bits
-        hi = np.where(nan, sign | np.uint16(0x7F80 | QUIET) | payload, hi).astype(np.uint16)
-    return hi
+    return (r.astype(np.float32).view(np.uint32) >> np.uint32(16)).astype(np.uint16)   # exact: r is a bf16
 
 
 def rnd(a: np.ndarray) -> np.ndarray:

@@ -48,13 +48,32 @@ DEVICE_FIELDS = ("backward.invocations", "backward.bindings", "backward.kernel",
 COMPOSITE_TEMPLATE = "composite\n# one step per line: out = namespace/author/op@1(inputs; param = expr)\n"
 
 
+REFERENCE_DEFAULTS = ("vjp", "")            # a reference row: its VJP function, no device kernel
+RESERVED = {"vjp", "reference", "route", "to", "on", "device", "composite", "nondifferentiable"}
+
+
+def route_defaults(doc) -> tuple[str, str]:
+    """A route row's cotangent and index as the op suggests them: d<first output> (dy), and the
+    reference.py function whose name starts with "arg" (argmedian, argmax), else argmedian."""
+    import re
+    try:
+        outs = parse_signature(str(doc.field("signature") or "")).outputs
+        cot = f"d{outs[0].name}" if outs else "dy"
+    except StudioError:
+        cot = "dy"
+    m = re.search(r"^def (arg\w*)\(", doc.text("reference.py"), re.M)
+    return cot, m.group(1) if m else "argmedian"
+
+
 def compose(kind: str, rows: list[list[str]]) -> str:
     if kind != "vjp":
         return kind
     lines = []
     for inputs, form, a, b in rows:
-        if form == "route":
-            lines.append(f"vjp {inputs}: route({a or 'dy'}, to = {b or 'argmedian'})")
+        if form == "route":                  # (never a word the notation reserves: 'vjp' left from a reference row)
+            a = "dy" if not a or a in RESERVED else a
+            b = "argmedian" if not b or b in RESERVED else b
+            lines.append(f"vjp {inputs}: route({a}, to = {b})")
         else:
             lines.append(f"vjp {inputs}: reference({a or 'vjp'})" + (f' on device("{b}")' if b else ""))
     return "\n".join(lines)
@@ -78,6 +97,7 @@ class BackwardCell(Cell):
         super().__init__(number, parent)
         self.doc = doc
         self.binder = Binder(doc, on_error=lambda e: self.message.show_error(e))
+        self._kept: dict[tuple[int, str], tuple[str, str]] = {}      # (row, form) → its last two columns
         form = QFormLayout()
         self.kind = QComboBox()
         self.kind.addItems(KINDS)
@@ -195,7 +215,30 @@ class BackwardCell(Cell):
         text = set_values(self.doc.manifest_text, {k: None for k in DEVICE_FIELDS if self.doc.field(k) is not None})
         self.binder.write(FILE + "op.toml", text, None)
 
+    def _form_switched(self) -> None:
+        """A row whose form was switched (reference ↔ route) takes the new form's own defaults in
+        its two last columns: a reference's function name is no route cotangent."""
+        rows = self.rules.rows()
+        before = getattr(self, "_rows_before", [])
+        table = self.rules.table
+        for r, row in enumerate(rows):
+            if r >= len(before) or before[r][1] == row[1] or row[1] not in ("reference", "route"):
+                continue
+            # what this row held in the form switched to (switching back restores it), else its defaults
+            self._kept[(r, before[r][1])] = tuple(before[r][2:4])
+            a, b = self._kept.get((r, row[1])) or (route_defaults(self.doc) if row[1] == "route"
+                                                    else REFERENCE_DEFAULTS)
+            table.blockSignals(True)
+            try:
+                for c, v in ((2, a), (3, b)):
+                    item = table.item(r, c)
+                    if item is not None:
+                        item.setText(v)
+            finally:
+                table.blockSignals(False)
+
     def _form_edited(self) -> None:
+        self._form_switched()
         kind = self.kind.currentText()
         self.rules.setVisible(kind == "vjp")
         current = str(self.doc.field("backward.text") or "")
@@ -205,6 +248,7 @@ class BackwardCell(Cell):
             text = getattr(self, "_last_composite", None) or COMPOSITE_TEMPLATE
         else:
             text = compose(kind, self.rules.rows() or [list(self.rules.defaults)])
+        self._rows_before = self.rules.rows()
         self.binder.write(FIELD + "backward.text", text, self)
         self._validate()
 
@@ -218,6 +262,7 @@ class BackwardCell(Cell):
         self.kind.blockSignals(False)
         self.rules.setVisible(kind == "vjp")
         self.rules.set_rows(rows)
+        self._rows_before = self.rules.rows()
 
     def _validate(self):
         text = self.doc.field("backward.text")

@@ -1,8 +1,15 @@
 """Conformance cell: the kernel against the reference on the engine's own corpus — progress,
-the failing cases, the first mismatch with its bit patterns, and the receipt."""
+the failing cases, the first mismatch with its bit patterns, and the receipt.
+
+The verdict is progressive: starting a run clears the last result at once; the first failure or
+the forward PASS shows the moment the engine knows it (the worker's notes,
+studio/engine/proof/progressive.py ``Stream``); the backward conformance, the mutation score and
+the receipt follow as they land, each marked pending until then (``stages``); the gradcheck stage
+is the Gradcheck cell's verdict on this content, when it has one (the document view tells it)."""
 from __future__ import annotations
 
 import json
+import time
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
@@ -26,6 +33,7 @@ from ..editors import mono_font
 from ..style import colour
 from .job import JobPanel, error_html
 
+RUNNING = "running the corpus on the device…"
 COLUMNS = ["case", "class", "values", "shape", "params", "output", "kind", "detail"]
 POISON = f"{POISON_WORD:#010x}"
 
@@ -64,6 +72,49 @@ def mutation_line(report: dict) -> str:
         line += ("<br><span style='color:{}'>your corpus cannot tell these apart from your kernel: {}</span>"
                  .format(colour("error"), "; ".join(s.get("description", s.get("id", "")) for s in mut["survivors"])))
     return line
+
+
+STAGES = ("forward", "backward", "mutation score", "receipt", "gradcheck")
+MARKS = {"ok": "✔", "error": "✖", "warn": "!", "busy": "○", "idle": "·"}
+
+
+def stage_html(stages: dict) -> str:
+    """One line: each stage with its mark and its word (``pending`` until its verdict lands)."""
+    parts = []
+    for name in STAGES:
+        if name not in stages and name == "gradcheck":
+            continue                           # told by the document (the Gradcheck cell's own run)
+        text, kind = stages.get(name, ("pending", "busy"))
+        body = f"{MARKS.get(kind, '')} {name}: {text}"
+        parts.append(f"<span style='color:{colour(kind)}'>{body}</span>" if kind in ("ok", "error", "warn") else body)
+    return " &nbsp;·&nbsp; ".join(parts)
+
+
+def final_stages(report: dict, receipt: dict | None) -> dict:
+    """Every stage's verdict, from the whole report."""
+    out = {}
+    fails = report.get("failures", [])
+    out["forward"] = (f"PASS, {report.get('passed')} cases", "ok") if not fails and report.get("passed") \
+        else (f"FAIL, {report.get('failed', len(fails))} case(s)", "error")
+    back = report.get("backward")
+    if isinstance(back, dict):
+        out["backward"] = ("PASS", "ok") if back.get("verdict") == "pass" else ("FAIL", "error")
+    else:
+        out["backward"] = ("none declared", "idle")
+    mut = report.get("mutation")
+    if isinstance(mut, dict) and "killed" in mut:
+        judged = mut.get("total", 0) - len(mut.get("acknowledged") or [])
+        out["mutation score"] = (f"{mut['killed']} of {judged} killed", "warn" if mut.get("survivors") else "ok")
+    else:
+        out["mutation score"] = ("not run: every case must pass first" if report.get("verdict") != "pass"
+                                 else "not run", "idle")
+    if receipt is not None:
+        good = receipt.get("verdict") == "pass"
+        out["receipt"] = ("issued" if good else "fail", "ok" if good else "error")
+    else:
+        out["receipt"] = ("none: a receipt needs every case to pass", "error" if report.get("verdict") != "pass"
+                          else "idle")
+    return out
 
 
 def is_n_equals_w(f: dict) -> bool:
@@ -109,6 +160,15 @@ class ConformancePanel(JobPanel):
                               "inputs — never chosen by the author.")
         self.summary.setWordWrap(True)
         self.body_layout.addWidget(self.summary)
+        self.stages_label = QLabel()
+        self.stages_label.setObjectName("conformance_stages")
+        self.stages_label.setWordWrap(True)
+        self.stages_label.setToolTip("each verdict of the run as it lands: the forward corpus first, then the "
+                                     "backward conformance, the mutation score and the receipt")
+        self.stages_label.setVisible(False)
+        self.body_layout.addWidget(self.stages_label)
+        self.stages: dict[str, tuple[str, str]] = {}
+        self.shown: dict[str, dict] = {}      # per verdict: when the engine knew it, when it was shown (time.time)
 
         self.mismatch_box = QGroupBox("first failure")
         grid = QGridLayout(self.mismatch_box)
@@ -163,19 +223,69 @@ class ConformancePanel(JobPanel):
 
     # ------------------------------------------------------------------ states
     def started(self) -> None:
+        """A new run: the last result goes at once (nothing of it stays on screen under "running")."""
         self.run_button.setEnabled(False)
         self.cancel_button.setEnabled(True)
         self.progress.setRange(0, 0)           # busy until the first batch reports
         self.progress.setTextVisible(False)
         self.set_status("running", "busy")
-        self.summary.setText("running the corpus on the device…")
+        self.report = self.receipt = None
+        self.mismatch_box.setVisible(False)
+        self.table.setRowCount(0)
+        self.table.setVisible(False)
+        self.receipt_box.setVisible(False)
+        self.receipt_chip.set("", "idle")
+        self.receipt_text.setText("")
+        self.shown = {"started": {"shown": time.time()}}
+        self.summary.setText(RUNNING)
+        self.stages = {}
+        self.set_stages({"forward": ("running", "busy")})
+
+    def set_stages(self, stages: dict) -> None:
+        """Replace the named stages' (text, kind); the others keep theirs (pending at first)."""
+        self.stages.update(stages)
+        self.stages_label.setText(stage_html(self.stages))
+        self.stages_label.setVisible(True)
+
+    def stage(self, name: str) -> tuple[str, str]:
+        return self.stages.get(name, ("pending", "busy"))
+
+    def _mark_shown(self, kind: str, event: dict) -> None:
+        self.shown[kind] = {"engine": event.get("at"), "shown": time.time()}
 
     def on_note(self, event: dict) -> None:
-        """The first failing case, the moment the engine judged it; the rest of the corpus runs on."""
-        if isinstance(event, dict) and event.get("kind") == "first_failure":
+        """Each verdict the moment the engine judged it (progressive.Stream): the first failing case,
+        the forward verdict (the whole forward corpus judged), the backward conformance's verdict."""
+        if not isinstance(event, dict) or not self.cancel_button.isEnabled():
+            return                             # (a note that outlived its run)
+        kind = event.get("kind")
+        if kind == "first_failure":
             self.set_status("FAIL…", "error")
             text = str(event.get("text", ""))[:400].replace("&", "&amp;").replace("<", "&lt;")
             self.summary.setText(f"first failure (the rest of the corpus is still running): {text}")
+            self.set_stages({"forward": ("FAIL", "error")})
+            self._mark_shown(kind, event)
+        elif kind == "forward_verdict":
+            cases = int(event.get("cases") or 0)
+            if event.get("verdict") == "pass":
+                self.set_status("forward PASS", "ok")
+                self.summary.setText(f"forward <b>PASS</b>: all {cases} cases match the reference. Still running: "
+                                     "the race check, the backward conformance and the mutation score…")
+                self.set_stages({"forward": (f"PASS, {cases} cases", "ok")})
+            else:
+                self.summary.setText(self.summary.text().replace(
+                    "(the rest of the corpus is still running)", f"(all {cases} cases judged; the report follows)"))
+                self.set_stages({"forward": ("FAIL", "error")})
+            self._mark_shown(kind, event)
+        elif kind == "backward_verdict":
+            ok = event.get("verdict") == "pass"
+            self.set_stages({"backward": ("PASS" if ok else "FAIL", "ok" if ok else "error")})
+            self._mark_shown(kind, event)
+
+    def on_progress(self, done: int, total: int) -> None:
+        super().on_progress(done, total)
+        if total and done >= total and self.summary.text() == RUNNING:
+            self.summary.setText(f"the corpus is judged ({total} cases); the verdict follows…")
 
     def stopped(self, why: str, kind: str = "idle") -> None:
         self.run_button.setEnabled(True)
@@ -184,10 +294,18 @@ class ConformancePanel(JobPanel):
             self.progress.setRange(0, 1)
             self.progress.setValue(0)
         self.set_status(why, kind)
+        if why == "cancelled":
+            self.summary.setText("cancelled: no verdict")
+            self._no_stages()
 
     def show_error(self, err) -> None:
         self.stopped("error", "error")
         self.summary.setText(error_html(err))
+        self._no_stages()
+
+    def _no_stages(self) -> None:
+        self.stages = {}
+        self.stages_label.setVisible(False)
 
     def show_report(self, report: dict, receipt: dict | None = None, receipt_path: str | None = None) -> None:
         self.report, self.receipt = report, receipt
@@ -213,6 +331,8 @@ class ConformancePanel(JobPanel):
         self._fill_table(fails)
         self._show_first(fails[0] if fails else None, report.get("reproduce", ""))
         self._show_receipt(receipt, receipt_path, ok)
+        self.set_stages(final_stages(report, receipt))
+        self.shown["report"] = {"shown": time.time()}
 
     def _fill_table(self, fails: list[dict]) -> None:
         self.table.setVisible(bool(fails))

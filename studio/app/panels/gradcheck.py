@@ -178,8 +178,9 @@ class GradcheckPanel(JobPanel):
             self.palette().color(self.palette().ColorRole.Mid), style=Qt.PenStyle.DashLine), name="analytic = numeric")
         self.scatter = pg.ScatterPlotItem(ka, kn, size=7, brush=pg.mkBrush(31, 95, 168, 170), pen=None,
                                           name=f"probes ({ka.size})")
-        self.skipped = pg.ScatterPlotItem(sa, sn, size=11, symbol="x", brush=pg.mkBrush("#d1495b"),
-                                          pen=pg.mkPen("#d1495b"), name=f"skipped at a kink ({sa.size})")
+        muted = colour("muted")        # skipped is neither pass nor fail: a hollow ring, never a red cross
+        self.skipped = pg.ScatterPlotItem(sa, sn, size=11, symbol="o", brush=None,
+                                          pen=pg.mkPen(muted, width=1.5), name=f"skipped at a kink ({sa.size})")
         self.plot.addItem(self.scatter)
         self.plot.addItem(self.skipped)
         rows = mutant_rows(report)

@@ -1,6 +1,8 @@
-"""Run cell: pick an input (the synthetic spiky signal or a .npy/.csv file), run the op on the
-device through the worker, and plot input against output — smooth at 10^6 samples through
-pyqtgraph's peak downsampling and clip-to-view. Export the plot (PNG/SVG) and the data."""
+"""Run cell: pick every input the signature declares (the synthetic spiky signal, a .npy/.csv
+file, or the output of another op), run the op on the device through the worker — proven or not:
+a result with no valid receipt behind it is labelled "not proven" in the plot and the status line
+— or run its reference alone (before any kernel exists), and plot input against output, smooth at
+10^6 samples through pyqtgraph's peak downsampling and clip-to-view. Export the plot and data."""
 from __future__ import annotations
 
 import numpy as np
@@ -21,10 +23,15 @@ from PySide6.QtWidgets import (
 
 from ..export import plot_with_export
 from ..theme import style_plot
+from ..trying import SPIKY  # noqa: F401 - the builtin signal generator (the Run cell's default input)
 from .job import JobPanel, error_html
 
-SPIKY = "core/signal/spiky_signal@1"
-SOURCES = ["synthetic spiky signal", ".npy / .csv file"]
+SOURCES = ["synthetic spiky signal", ".npy / .csv file", "output of another op"]
+SOURCE_KEYS = ("spiky", "file", "op")
+WHAT = ["the kernel, on the device", "the reference alone (Python)"]
+NOT_PROVEN = "not proven"
+INFO = ("Runs on your own device from the first compile, proven or not: an output with no valid "
+        "receipt behind it is marked “not proven”.")
 
 
 X_LABEL, X_UNITS = "sample", "index"
@@ -60,19 +67,18 @@ def add_curve(plot: pg.PlotWidget, name: str, colour: str, width: float = 1) -> 
     return item
 
 
-class RunPanel(JobPanel):
-    title = "Run"
-    key = "run"
-    runRequested = Signal(dict)      # {"source": "spiky"|"file", "n", "seed", "file", "params": {...}}
-    cancelRequested = Signal()
-    exportDataRequested = Signal()
+class InputRow(QWidget):
+    """Where one input of the signature comes from: the spiky signal (n, seed), a file, or the output
+    of another op (its id; it runs on the spiky signal of n samples, at its default parameters)."""
 
-    def __init__(self, number: int, parent=None):
-        super().__init__(number, parent)
-        form = QFormLayout()
-        src_row = QHBoxLayout()
+    def __init__(self, name: str, parent=None):
+        super().__init__(parent)
+        self.name = name
+        row = QHBoxLayout(self)
+        row.setContentsMargins(0, 0, 0, 0)
         self.source = QComboBox()
         self.source.addItems(SOURCES)
+        self.source.setObjectName(f"run_source_{name}")
         self.n = QSpinBox()
         self.n.setRange(1, 16_777_216)
         self.n.setValue(1_000_000)
@@ -86,14 +92,58 @@ class RunPanel(JobPanel):
         self.file.setPlaceholderText("a 1-D .npy or .csv file")
         self.browse = QPushButton("…")
         self.browse.clicked.connect(self._browse)
-        self.source.setToolTip("what the op runs on: the builtin spiky signal generated on the device, or a file")
+        self.op = QLineEdit()
+        self.op.setPlaceholderText("an op id, e.g. user/demo/windowed_median@1")
+        self.source.setToolTip(f"where {name} comes from: the builtin spiky signal generated on the device, a "
+                               "file, or the output of another op")
         self.n.setToolTip("how many samples of the spiky signal to generate")
         self.seed.setToolTip("the spiky signal's random seed (the same seed gives the same signal)")
         self.file.setToolTip("a 1-D .npy or .csv file with the input signal")
         self.browse.setToolTip("choose the input file")
-        for w in (self.source, self.n, self.seed, self.file, self.browse):
-            src_row.addWidget(w)
-        form.addRow("input", src_row)
+        self.op.setToolTip("another op of the catalog: it runs on the spiky signal (n, seed) at its default "
+                           "parameters, and its first output feeds this input")
+        for w in (self.source, self.n, self.seed, self.file, self.browse, self.op):
+            row.addWidget(w)
+        self.source.currentIndexChanged.connect(self._source_changed)
+        self._source_changed()
+
+    def _source_changed(self) -> None:
+        key = SOURCE_KEYS[self.source.currentIndex()]
+        self.n.setVisible(key in ("spiky", "op"))
+        self.seed.setVisible(key in ("spiky", "op"))
+        self.file.setVisible(key == "file")
+        self.browse.setVisible(key == "file")
+        self.op.setVisible(key == "op")
+
+    def _browse(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, f"Input {self.name}", "", "Arrays (*.npy *.csv)")
+        if path:
+            self.file.setText(path)
+
+    def request(self) -> dict:
+        return {"source": SOURCE_KEYS[self.source.currentIndex()], "n": self.n.value(), "seed": self.seed.value(),
+                "file": self.file.text().strip(), "op": self.op.text().strip()}
+
+
+class RunPanel(JobPanel):
+    title = "Run"
+    key = "run"
+    runRequested = Signal(dict)      # {"what", "inputs": {name: {"source", "n", "seed", "file", "op"}}, "params"}
+    cancelRequested = Signal()
+    exportDataRequested = Signal()
+
+    def __init__(self, number: int, parent=None):
+        super().__init__(number, parent)
+        form = QFormLayout()
+        self.what = QComboBox()
+        self.what.addItems(WHAT)
+        self.what.setObjectName("run_what")
+        self.what.setToolTip("what runs: the kernel on the device (proven or not), or the reference alone — "
+                             "which needs no kernel")
+        form.addRow("run", self.what)
+        self.form = form
+        self.rows: dict[str, InputRow] = {}
+        self.set_inputs(["x"])
         self.params_row = QHBoxLayout()
         self.params_box = QWidget()
         self.params_box.setLayout(self.params_row)
@@ -118,7 +168,7 @@ class RunPanel(JobPanel):
         bar.addWidget(self.progress, 1)
         bar.addWidget(self.export_data)
         self.body_layout.addLayout(bar)
-        self.info = QLabel("A kernel with no receipt runs on your own device from its first compile.")
+        self.info = QLabel(INFO)
         self.info.setWordWrap(True)
         self.info.setMinimumHeight(self.info.fontMetrics().lineSpacing() * 2 + 4)   # no relayout when it changes
         self.body_layout.addWidget(self.info)
@@ -130,23 +180,31 @@ class RunPanel(JobPanel):
         self.curve_out = add_curve(self.plot, "output", "#d1495b", 1.5)
         self.param_spins: dict[str, QSpinBox] = {}
         self.data: dict[str, np.ndarray] = {}
-        self.source.currentIndexChanged.connect(self._source_changed)
+        self.proven: bool | None = None
         self.run_button.clicked.connect(lambda: self.runRequested.emit(self.request()))
         self.cancel_button.clicked.connect(self.cancelRequested.emit)
         self.export_data.clicked.connect(self.exportDataRequested.emit)
-        self._source_changed()
 
-    def _source_changed(self) -> None:
-        spiky = self.source.currentIndex() == 0
-        self.n.setVisible(spiky)
-        self.seed.setVisible(spiky)
-        self.file.setVisible(not spiky)
-        self.browse.setVisible(not spiky)
-
-    def _browse(self) -> None:
-        path, _ = QFileDialog.getOpenFileName(self, "Input signal", "", "Arrays (*.npy *.csv)")
-        if path:
-            self.file.setText(path)
+    def set_inputs(self, names: list[str]) -> None:
+        """One row per input the signature declares (a row that stays keeps what the user chose). The
+        first row's controls are also ``source``, ``n``, ``seed``, ``file``."""
+        names = list(names) or ["x"]
+        if names == list(self.rows):
+            return
+        old = self.rows
+        for name, row in old.items():
+            if name not in names:
+                self.form.removeRow(row)
+        rows = {}
+        for i, name in enumerate(names):
+            row = old.get(name)
+            if row is None:
+                row = InputRow(name)
+                self.form.insertRow(1 + i, f"input {name}", row)
+            rows[name] = row
+        self.rows = rows
+        first = next(iter(rows.values()))
+        self.source, self.n, self.seed, self.file, self.browse = first.source, first.n, first.seed, first.file, first.browse
 
     def set_params(self, params: list[tuple[str, int, int, int]]) -> None:
         """(name, value, lo, hi) per signature param (spiky input aside)."""
@@ -169,8 +227,10 @@ class RunPanel(JobPanel):
         self.params_row.addStretch(1)
 
     def request(self) -> dict:
-        return {"source": "spiky" if self.source.currentIndex() == 0 else "file", "n": self.n.value(),
-                "seed": self.seed.value(), "file": self.file.text().strip(),
+        inputs = {name: row.request() for name, row in self.rows.items()}
+        first = next(iter(inputs.values()))
+        return {"what": "reference" if self.what.currentIndex() == 1 else "kernel", "inputs": inputs,
+                **{k: first[k] for k in ("source", "n", "seed", "file")},
                 "params": {k: s.value() for k, s in self.param_spins.items()}}
 
     # ------------------------------------------------------------------ states
@@ -185,9 +245,34 @@ class RunPanel(JobPanel):
         self.stopped("error", "error")
         self.info.setText(error_html(err))
 
-    def show_result(self, x: np.ndarray, y: np.ndarray, label: str, seconds: float) -> None:
+    def set_proof(self, proven: bool) -> None:
+        """Conformance just issued (or refused) a receipt: the line under the buttons says so until the
+        next run (a run says again whether its own result is proven)."""
+        if not self.run_button.isEnabled():
+            return                                 # a run in flight says for itself
+        if not proven:
+            if not self.data:
+                self.info.setText(INFO)
+        elif self.data and self.proven is False:
+            self.info.setText("This content has a valid conformance receipt now; the output shown is from an "
+                              "earlier run, before it — run again for a proven result.")
+        elif not self.data:
+            self.info.setText("This content has a valid conformance receipt: a run inside its coverage is proven.")
+
+    def show_result(self, x: np.ndarray, y: np.ndarray, label: str, seconds: float, *,
+                    proof: dict | None = None, what: str = "kernel") -> None:
         """Plot input and output. A million samples take a few tens of ms to hand to pyqtgraph, so the
-        two curves go in two turns of the event loop: the GUI thread never holds on for long."""
+        two curves go in two turns of the event loop: the GUI thread never holds on for long.
+        ``proof`` (``{"proven", "why"}``): a result with no valid receipt behind it says "not
+        proven" in its curve's name, the plot's title and the status line."""
+        proven = bool(proof and proof.get("proven"))
+        self.proven = proven
+        why = (proof or {}).get("why", "")
+        if what == "reference":
+            label = f"{label} — reference"
+        if not proven:
+            label = f"{label} ({NOT_PROVEN})"
+        self.plot.setTitle("" if proven else f"{NOT_PROVEN}: {why}" if why else NOT_PROVEN)
         self.data = {"input": np.asarray(x), "output": np.asarray(y)}
         x = np.asarray(x, dtype=np.float32).reshape(-1)
         y = np.asarray(y, dtype=np.float32).reshape(-1)
@@ -207,10 +292,13 @@ class RunPanel(JobPanel):
             if legend is not None:
                 legend.removeItem(self.curve_out)
                 legend.addItem(self.curve_out, name)
-            self.stopped("done", "ok")
+            self.stopped("done", "ok" if proven else "warn")
             self.export_plot.setEnabled(True)
             self.export_data.setEnabled(True)
-            self.info.setText(f"{x.size:,} samples in, {y.size:,} out; the op ran on the device in {seconds:.2f} s "
+            where = "its reference ran on the CPU" if what == "reference" else "the op ran on the device"
+            head = "proven: a valid receipt covers this run. " if proven else \
+                f"<b>{NOT_PROVEN}</b>: {why}. " if why else f"<b>{NOT_PROVEN}</b>. "
+            self.info.setText(f"{head}{x.size:,} samples in, {y.size:,} out; {where} in {seconds:.2f} s "
                               "(the plot shows the first samples — drag or zoom out: the curves are "
                               "peak-downsampled and clipped to the view)")
         QTimer.singleShot(0, second)

@@ -27,6 +27,8 @@ from ...engine.contract.package import MANIFEST, OpPackage, load_package
 from ...engine.errors import StudioError
 from ...engine.services import proof_report, publishing
 from ..fitting import fit_title
+from ..published import confirm_published
+from ..latest_check import LatestCheck
 
 
 def publishing_workers(parent):
@@ -81,37 +83,67 @@ class PublishDialog(QDialog):
         lay.addWidget(self.status)
         lay.addWidget(self.buttons)
         fit_title(self)                           # the title bar shows "Publish <id>" whole
-        self.visibility.currentTextChanged.connect(self.refresh)
-        self.license.textChanged.connect(self.refresh)
-        self.refresh()
+        # the license and the public bar are checked off the GUI thread (the bar hashes the package
+        # and verifies its receipts: about a second), the newest text only (latest_check.py)
+        self.publish_when_checked = False
+        self.checker = LatestCheck(self.verdict, self.show_verdict, fail=self._check_failed, parent=self)
+        self.finished.connect(lambda _=0: self.checker.close())
+        self.visibility.currentTextChanged.connect(lambda _=None: self.refresh(at_once=True))
+        self.license.textChanged.connect(lambda _=None: self.refresh())
+        self.refresh(at_once=True)
 
-    def shortfalls(self) -> list:
-        """The bar on the content as it would be published (nothing written)."""
-        updates = {"visibility": self.visibility.currentText()}
-        if self.license.text().strip():
-            updates["license"] = self.license.text().strip()
+    def snapshot(self) -> tuple[str, str]:
+        return self.visibility.currentText(), self.license.text().strip()
+
+    def shortfalls(self, snapshot: tuple[str, str] | None = None) -> list:
+        """The bar on the content as it would be published (nothing written); any thread."""
+        vis, text = snapshot or self.snapshot()
+        updates = {"visibility": vis}
+        if text:
+            updates["license"] = text
         return publishing.bar_for_edit(self.ctx, self.pkg, updates, profile_id=self.profile, licenses=self.licenses)
 
-    def refresh(self) -> None:
-        vis, text = self.visibility.currentText(), self.license.text().strip()
+    def verdict(self, snapshot: tuple[str, str]) -> dict:
+        """What the dialog shows for (visibility, license text): computed in the check's thread."""
+        vis, text = snapshot
         rep = publishing.license_report(text, self.licenses) if text else None
-        if rep is None:
-            self.license_status.setText("no license: the op can only stay private")
-        else:
-            self.license_status.setText("✓ valid SPDX expression" if rep.ok else "✗ " + rep.summary())
+        found = [str(s) for s in self.shortfalls(snapshot)] if vis == "public" else []
+        return {"snapshot": snapshot, "licensed": rep is not None and rep.ok, "license_ok": rep is None or rep.ok,
+                "license": None if rep is None else ("✓ valid SPDX expression" if rep.ok else "✗ " + rep.summary()),
+                "found": found}
+
+    def refresh(self, at_once: bool = False) -> None:
+        """Check what is typed now (off the GUI thread). Publish pressed meanwhile waits for the
+        verdict on what is typed, and goes ahead only if it allows it."""
+        self.status.setText("checking…")
+        (self.checker.now if at_once else self.checker.changed)(self.snapshot())
+
+    def show_verdict(self, v: dict) -> None:
+        vis = v["snapshot"][0]
+        self.license_status.setText(v["license"] or "no license: the op can only stay private")
         self.missing.clear()
-        found = self.shortfalls() if vis == "public" else []
-        for s in found:
-            self.missing.addItem(str(s))
-        licensed = rep is not None and rep.ok
-        ok = vis == "private" and (rep is None or rep.ok) or vis == "workspace" and licensed or \
+        for s in v["found"]:
+            self.missing.addItem(s)
+        licensed, found = v["licensed"], v["found"]
+        ok = vis == "private" and v["license_ok"] or vis == "workspace" and licensed or \
             vis == "public" and licensed and not found
-        self.publish_button.setEnabled(ok)
+        self.publish_button.setEnabled(ok and (self.job is None or not self.job.active))
         self.status.setText("" if ok else ("a license is needed to leave private" if not licensed and vis != "private"
                                            else f"{len(found)} field(s) missing" if found else "fix the license"))
+        if self.publish_when_checked:
+            self.publish_when_checked = False
+            if ok:
+                self.publish()
+
+    def _check_failed(self, e) -> None:
+        self.status.setText(f"could not check: {getattr(e, 'message', e)}")
 
     def publish(self) -> None:
-        if self.workers is None:
+        if self.workers is None or (self.job is not None and self.job.active):
+            return
+        if self.checker.pending:                    # pressed while the check of the latest text runs
+            self.publish_when_checked = True
+            self.status.setText("checking, then publishing…")
             return
         lic = self.license.text().strip() or None
         self.publish_button.setEnabled(False)
@@ -169,7 +201,7 @@ def open_publish_dialog(window, pkg: OpPackage | None = None) -> PublishDialog |
         return None
     dlg = PublishDialog(pkg, ctx=window.ctx, profile=profile_id(window), workers=window.publish_workers,
                         parent=window)
-    dlg.accepted.connect(lambda: reload_published(window, pkg.root))
+    dlg.accepted.connect(lambda: (reload_published(window, pkg.root), confirm_published(window, dlg.result_lines)))
     dlg.show()
     return dlg
 
@@ -200,7 +232,10 @@ def show_card(window, pkg: OpPackage | None = None) -> CardView | None:
         dock.setWidget(CardView())
         window.add_dock(dock, Qt.DockWidgetArea.RightDockWidgetArea, scroll=False)   # a text view: it scrolls
     dock.panel.show_package(pkg, ctx=window.ctx, profile=profile_id(window))
-    dock.show()
+    if hasattr(window, "show_tool_dock"):
+        window.show_tool_dock(dock)             # a third of the window or so; the window keeps its size
+    else:
+        dock.show()
     return dock.panel
 
 

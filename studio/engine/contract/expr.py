@@ -37,7 +37,13 @@ class Expr:
             yield from c.nodes()
 
     def symbols(self) -> frozenset[str]:
-        return frozenset(n.name for n in self.nodes() if isinstance(n, Sym))
+        """The symbol names in the expression (kept on the node: it is immutable, and the corpus
+        asks for a relation's symbols hundreds of thousands of times per signature)."""
+        known = self.__dict__.get("_symbols")
+        if known is None:
+            known = frozenset(n.name for n in self.nodes() if isinstance(n, Sym))
+            object.__setattr__(self, "_symbols", known)
+        return known
 
     def wrap(self, min_prec: int) -> str:
         return f"({self})" if self.prec < min_prec else str(self)

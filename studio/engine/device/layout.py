@@ -6,13 +6,14 @@ Per binding, an engine-generated probe entry point that touches only that variab
 compiled with only that binding in its layout, so each disagreement is attributed to one
 binding; the probe also reads each uniform field by name and type and, run once, reports the
 byte offset the compiler gave it, so field order is checked too. Positions on the WGSL side
-come from pygments' WGSL lexer and are for display only."""
+come from the kernel's parse tree (contract/wgsl.py) and are for display only."""
 from __future__ import annotations
 
 import struct
 
 import numpy as np
 
+from ..contract import wgsl
 from ..contract.bindings import Binding, BindingDescriptor
 from ..errors import StudioError
 from .layout_errors import parse_layout_error
@@ -34,42 +35,15 @@ def layout_groups(desc: BindingDescriptor, only: list[Binding] | None = None) ->
 
 
 def wgsl_declarations(source: str) -> list[dict]:
-    """Module-scope ``@group(g) @binding(b) var<...> name`` sites, with line and column."""
-    from pygments.lexers import get_lexer_by_name
-    toks = [(pos, val) for pos, tt, val in get_lexer_by_name("wgsl").get_tokens_unprocessed(source)
-            if val.strip()]
-    decls, attrs = [], {}
-    i = 0
-    while i < len(toks):
-        pos, val = toks[i]
-        if val == "@" and i + 3 < len(toks) and toks[i + 1][1] in ("group", "binding") and toks[i + 2][1] == "(":
-            try:
-                attrs[toks[i + 1][1]] = int(toks[i + 3][1].rstrip("iu"))
-            except ValueError:
-                pass
-            i += 4
-            continue
-        if val == "var" and attrs:
-            j = i + 1
-            space = []
-            if j < len(toks) and toks[j][1] == "<":
-                j += 1
-                while j < len(toks) and toks[j][1] != ">":
-                    if toks[j][1] != ",":
-                        space.append(toks[j][1])
-                    j += 1
-                j += 1
-            if j < len(toks):
-                line = source.count("\n", 0, toks[j][0]) + 1
-                col = toks[j][0] - (source.rfind("\n", 0, toks[j][0]) + 1) + 1
-                decls.append({"group": attrs.get("group"), "binding": attrs.get("binding"),
-                              "name": toks[j][1], "space": space, "line": line, "col": col})
-            attrs = {}
-        elif val not in ("@",):
-            if val == ";" or val == "fn" or val == "struct":
-                attrs = {}
-        i += 1
-    return decls
+    """Module-scope ``@group(g) @binding(b) var<...> name`` sites, with the line and column of the
+    name, read with the product's WGSL grammar (contract/wgsl.py); none for a text it refuses (the
+    compile has reported it by then)."""
+    try:
+        found = wgsl.variables(source)
+    except (StudioError, RecursionError):
+        return []
+    return [{"group": v.group, "binding": v.binding, "name": v.name, "space": list(v.space), "line": v.line,
+             "col": v.col} for v in found if v.group is not None or v.binding is not None]
 
 
 def _probe_group(desc: BindingDescriptor) -> int:

@@ -1,75 +1,36 @@
 """Specialisation constants against the kernel: every ``override W: u32 = w`` line of a binding
 descriptor must name a WGSL ``override`` declaration of the same type, and every WGSL override
-without a default must be set by the descriptor. Positions on the WGSL side come from pygments'
-WGSL lexer (as for bindings, layout.py); wgpu itself then judges each value when the pipeline of
-that value is created (Device.pipeline), which conformance does for every value its corpus uses."""
+without a default must be set by the descriptor. The WGSL side is read with the product's WGSL
+grammar (contract/wgsl.py: module-scope declarations only, at the line:col of their name); wgpu
+itself then judges each value when the pipeline of that value is created (Device.pipeline), which
+conformance does for every value its corpus uses."""
 from __future__ import annotations
 
-import re
-
+from ..contract import wgsl
 from ..contract.bindings import BindingDescriptor
 from ..errors import StudioError
 
 WGSL_TYPES = ("u32", "i32", "f32")          # what a descriptor override may be
-_FLOAT = re.compile(r"^[0-9.]+([eE][+-]?[0-9]+)?[fh]?$")
 PLACEHOLDER = {"u32": 1, "i32": 1, "f32": 1.0}   # a value for the checker's compile when WGSL has no default
 
 
-def wgsl_overrides(source: str) -> dict[str, dict]:
+def wgsl_overrides(source: str, *, file: str | None = None) -> dict[str, dict]:
     """Module-scope ``[@id(N)] override name [: type] [= init];`` with type (inferred from a
     literal initializer when not written: 7u u32, 7i or 7 i32, 1.5 f32, true bool), id,
-    whether it has a default, and line/col of the name."""
-    from pygments.lexers import get_lexer_by_name
-    toks = [(pos, val) for pos, tt, val in get_lexer_by_name("wgsl").get_tokens_unprocessed(source)
-            if val.strip() and not val.lstrip().startswith("//")]
-    found: dict[str, dict] = {}
-    depth = 0
-    for i, (pos, val) in enumerate(toks):
-        if val == "{":
-            depth += 1
-        elif val == "}":
-            depth -= 1
-        if val != "override" or depth != 0 or i + 1 >= len(toks):
-            continue
-        npos, name = toks[i + 1]
-        ident = None
-        if i >= 4 and toks[i - 4][1] == "@" and toks[i - 3][1] == "id" and toks[i - 2][1] == "(":
-            ident = toks[i - 1][1]
-        if i >= 5 and toks[i - 5][1] == "@" and toks[i - 4][1] == "id":
-            ident = toks[i - 2][1]
-        j, wtype, init = i + 2, None, []
-        if j < len(toks) and toks[j][1] == ":":
-            wtype = toks[j + 1][1] if j + 1 < len(toks) else None
-            j += 2
-        if j < len(toks) and toks[j][1] == "=":
-            j += 1
-            while j < len(toks) and toks[j][1] != ";":
-                init.append(toks[j][1])
-                j += 1
-        if wtype is None and len(init) == 1:
-            wtype = _literal_type(init[0])
-        line = source.count("\n", 0, npos) + 1
-        col = npos - (source.rfind("\n", 0, npos) + 1) + 1
-        found[name] = {"name": name, "type": wtype, "id": ident, "default": bool(init), "line": line, "col": col}
-    return found
-
-
-def _literal_type(lit: str) -> str | None:
-    if lit in ("true", "false"):
-        return "bool"
-    if lit.endswith("u") and lit[:-1].isdigit():
-        return "u32"
-    if lit.endswith("i") and lit[:-1].isdigit() or lit.isdigit():
-        return "i32"
-    if _FLOAT.match(lit) and not lit.endswith("h"):
-        return "f32"
-    return None
+    whether it has a default, and line/col of the name. Raises the grammar's StudioError (at the
+    line:col where it stopped) for a text it cannot read."""
+    return {name: {"name": name, "type": o.type, "id": o.id, "default": o.default, "line": o.line, "col": o.col}
+            for name, o in wgsl.overrides(source, file=file).items()}
 
 
 def check_overrides(kernel: str, desc: BindingDescriptor, *, kernel_file: str,
                     descriptor_file: str | None) -> list[StudioError]:
-    """Each disagreement between the descriptor's overrides and the kernel's, naming both places."""
-    decls = wgsl_overrides(kernel)
+    """Each disagreement between the descriptor's overrides and the kernel's, naming both places (none
+    for a text the grammar refuses: the compile that follows reports it, in naga's words)."""
+    try:
+        decls = wgsl_overrides(kernel, file=kernel_file)
+    except (StudioError, RecursionError):   # a text the grammar refuses: the compile reports it
+        return []
     errors: list[StudioError] = []
 
     def site(d: dict) -> StudioError:
@@ -110,7 +71,11 @@ def check_overrides(kernel: str, desc: BindingDescriptor, *, kernel_file: str,
 
 def check_constants(kernel: str, desc: BindingDescriptor) -> dict[str, int | float]:
     """Values for compiling the kernel before any call: overrides the kernel gives a default
-    keep it; the others get a placeholder of their type (conformance compiles the real values)."""
-    decls = wgsl_overrides(kernel)
+    keep it; the others get a placeholder of their type (conformance compiles the real values). A
+    text the grammar refuses gets none: the compile then reports it."""
+    try:
+        decls = wgsl_overrides(kernel)
+    except (StudioError, RecursionError):
+        return {}
     return {o.name: PLACEHOLDER[o.dtype] for o in desc.overrides
             if o.name in decls and not decls[o.name]["default"]}

@@ -184,6 +184,13 @@ def backward_dispatch(ctx: Context, pkg: OpPackage, items: list[tuple[dict, dict
                       guard: bool = False) -> list[Result]:
     """The [backward] kernel on many (inputs, params, cotangents, forward outputs or None) in one
     submission; with ``guard`` the gradients are poisoned and canaried like conformance's outputs."""
+    program, prepared = backward_prepared(ctx, pkg, items)
+    return dispatch(program, prepared, device=ctx.device, guard=guard)
+
+
+def backward_prepared(ctx: Context, pkg: OpPackage, items: list[tuple[dict, dict, dict, dict | None]]) -> tuple:
+    """The [backward] program and, per item, what the executor runs it on: (env, the gradients'
+    shapes, the arrays of its read bindings) — also the race sanitizer's (proof/races.py)."""
     c = pkg.contract
     on_device = device_inputs(pkg)
     program = backward_program(pkg)
@@ -204,7 +211,7 @@ def backward_dispatch(ctx: Context, pkg: OpPackage, items: list[tuple[dict, dict
                 src = inputs[b.name] if role == "input" else cotangents[b.name]
             arrays[b.name] = np.ascontiguousarray(np.asarray(src, dtype=numpy_dtype(dtype)))
         prepared.append((env, {gradient_name(n): tuple(np.shape(inputs[n])) for n in on_device}, arrays))
-    return dispatch(program, prepared, device=ctx.device, guard=guard)
+    return program, prepared
 
 
 def device_vjp(ctx: Context, pkg: OpPackage, inputs: dict, params: dict, cotangents: dict, *,

@@ -9,15 +9,16 @@ round correctly — x / y (2.5 ulp), sqrt (from 1/inverseSqrt: ~4.5 ulp), exp (3
 forward, first order plus rounding:
   a ± b: ea + eb + ulp;  a * b: |a| eb + |b| ea + ea eb + ulp;  a / b: (ea + |a/b| eb) / (|b| - eb) + 3 ulp;
   min/max/abs/-: max(ea, eb) or ea;  sum: sum of e + the rounding of each partial sum after the first
-  that differs;  a comparison whose operands are within their bounds of each other may go either
-  way: select then allows either branch, and argmin/argmax any index of the range.
+  that differs (a pairwise sum: each node of its tree as a ± b);  a comparison whose operands are
+  within their bounds of each other may go either way: select then allows either branch, and
+  argmin/argmax any index of the range.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from .slots import Bound
-from .syntax import INT, Assign, Bin, Call, Int, Let, LetRef, Num, Read, Reduce, Size, ToF32, Unary, Var
+from .syntax import INT, PAIRWISE, Assign, Bin, Call, Int, Let, LetRef, Num, Read, Reduce, Size, ToF32, Unary, Var
 
 U = 2.0 ** -24
 TINY = 2.0 ** -149
@@ -206,6 +207,19 @@ class _Acc:
         v, x = self.ev(e.body, scope + ((e.var, lo, hi),))
         shape = np.broadcast(v, x).shape[:-1] + (hi - lo,)
         v, x = np.broadcast_to(v, shape), np.broadcast_to(x, shape)
+        if e.func == "sum" and e.order == PAIRWISE:        # the tree of evaluate.pairwise_sum, node by node
+            while v.shape[-1] > 1:
+                n, half = v.shape[-1], v.shape[-1] // 2
+                a, b = v[..., 0:2 * half:2], v[..., 1:2 * half:2]
+                ea, eb = x[..., 0:2 * half:2], x[..., 1:2 * half:2]
+                node = np.add(a, b, dtype=np.float32)
+                err = ea + eb
+                err = np.where(err > 0, err + 2 * U * (np.abs(node.astype(np.float64)) + err) + TINY, 0.0)
+                if n % 2:
+                    node = np.concatenate([node, v[..., n - 1:]], axis=-1)
+                    err = np.concatenate([err, x[..., n - 1:]], axis=-1)
+                v, x = node, err
+            return v[..., 0], _clean(x[..., 0])
         if e.func == "sum":
             part = np.add.accumulate(v, axis=-1, dtype=np.float32)
             started = np.cumsum(x, axis=-1) > 0                   # partial sums that may differ

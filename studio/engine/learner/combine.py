@@ -33,6 +33,7 @@ import numpy as np
 
 from .. import bfloat16
 from .fingerprint import digest
+from .syntax import ORDER_TEXT, SEQUENTIAL, sum_orders
 from .system import System
 
 CANONICAL = ("binary tree over the global sample order 0..N-1: node[lo, lo+n) = node[lo, lo+p) + "
@@ -56,7 +57,22 @@ def contract(system: System) -> dict:
                      "precision": PRECISIONS[system.precision], "mean": MEAN}}
     if system.tree == "per-owner":
         c["combine"]["partition"] = system.partition_hash()
+    sums = _sum_orders(system)
+    if sums:                            # named where a program declares an order other than the default
+        c["sums"] = sums
     return c
+
+
+def _sum_orders(system: System) -> dict:
+    """Each program's sums' orders in words, when one of them is not sequential (the default: a
+    learner without one keeps the contract, and so the hash, it always had)."""
+    found = {}
+    for role in ("contribution", "update"):
+        prog = getattr(getattr(system, role), "program", None)
+        orders = sum_orders(prog.statements) if prog is not None else set()
+        if orders - {SEQUENTIAL}:
+            found[role] = [ORDER_TEXT[o] for o in sorted(orders)]
+    return found
 
 
 def contract_hash(system: System) -> str:

@@ -18,7 +18,7 @@ import numpy as np
 
 from ..errors import StudioError
 from .slots import Bound, affine, check
-from .syntax import INT, Assign, Bin, Call, Int, Let, LetRef, Num, Read, Reduce, Size, ToF32, Unary, Var
+from .syntax import INT, PAIRWISE, Assign, Bin, Call, Int, Let, LetRef, Num, Read, Reduce, Size, ToF32, Unary, Var
 
 BUDGET = 1 << 22
 FRAME_WORDS = 1 << 25          # a frame built by a rule, per chunk of rows (frame_rows)
@@ -27,6 +27,23 @@ _F32 = {"+": np.add, "-": np.subtract, "*": np.multiply, "/": np.divide}
 _INT = {"+": np.add, "-": np.subtract, "*": np.multiply, "//": np.floor_divide, "%": np.mod}
 _CMP = {"<": np.less, "<=": np.less_equal, ">": np.greater, ">=": np.greater_equal, "==": np.equal,
         "!=": np.not_equal}
+
+
+def pairwise_sum(terms: np.ndarray) -> np.ndarray:
+    """The pairwise order of a sum over the last axis (docs/assignment-programs.md, "The order of a
+    sum"), level by level: each level adds the pairs (0, 1), (2, 3), ... of the one before in f32,
+    and an odd last element goes up unchanged, until one value is left. ``terms`` has at least one
+    element on the last axis; the result has the other axes."""
+    x = np.asarray(terms)
+    while x.shape[-1] > 1:
+        n = x.shape[-1]
+        half = n // 2
+        up = np.empty(x.shape[:-1] + (n - half,), np.float32)
+        np.add(x[..., 0:2 * half:2], x[..., 1:2 * half:2], out=up[..., :half], dtype=np.float32)
+        if n % 2:
+            up[..., half] = x[..., n - 1]
+        x = up
+    return np.array(x[..., 0], dtype=np.float32)
 
 
 def evaluate(prog, frame: np.ndarray, *, role: str | None = None, k: int | None = None, s: int | None = None,
@@ -243,6 +260,8 @@ class _Run:
                               f"{LIMIT:,}", hint="nest fewer long reductions, or use smaller k, s, m")
         body = self.ev(e.body, scope + ((e.var, lo, hi),))
         body = np.broadcast_to(body, body.shape[:-1] + (hi - lo,))
+        if e.func == "sum" and e.order == PAIRWISE:
+            return pairwise_sum(body)
         if e.func == "sum":       # a temporary of this reduction only is accumulated in place
             out = body if body.flags.owndata and body.flags.writeable and body.dtype == np.float32 else None
             return np.add.accumulate(body, axis=-1, dtype=np.float32, out=out)[..., -1]
@@ -253,4 +272,4 @@ class _Run:
         return np.take_along_axis(body, first[..., None], axis=-1)[..., 0]
 
 
-__all__ = ["evaluate", "evaluate_rows", "evaluate_statement", "frame_rows", "BUDGET", "LIMIT"]
+__all__ = ["evaluate", "evaluate_rows", "evaluate_statement", "frame_rows", "pairwise_sum", "BUDGET", "LIMIT"]

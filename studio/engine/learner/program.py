@@ -15,8 +15,8 @@ from lark import Token, Tree
 from ..contract.grammar import Source, parse
 from ..errors import StudioError
 from . import slots
-from .syntax import (BINARY_FUNCS, BOOL, F32, INT, REDUCTIONS, SIZES, UNARY_FUNCS, VIEWS, Assign, Bin, Call, Int,
-                     Let, LetRef, Loop, Node, Num, Read, Reduce, Size, Statement, ToF32, Unary, Var, f32)
+from .syntax import (BINARY_FUNCS, BOOL, F32, INT, ORDERS, REDUCTIONS, SEQUENTIAL, SIZES, UNARY_FUNCS, VIEWS, Assign,
+                     Bin, Call, Int, Let, LetRef, Loop, Node, Num, Read, Reduce, Size, Statement, ToF32, Unary, Var, f32)
 
 LANGUAGE = "assign/1"           # part of the hash: a change of semantics is a change of program
 EXAMPLE = "for i in 0..k: contrib[i] := sample[i] - param[i]"
@@ -284,15 +284,22 @@ class _Builder:
         return Call(F32, at, f, tuple(self.value(a, f"{f}()'s argument") for a in args))
 
     def reduce(self, t: Tree, at) -> Node:
-        name, var, lo, hi, body = t.children
+        name, var, lo, hi, *order, body = t.children
         f = str(name)
         if f not in REDUCTIONS:
             raise self.err(f"'{f}' is not a reduction", name, f"the reductions are {', '.join(REDUCTIONS)}")
+        how = str(order[0]) if order and order[0] is not None else SEQUENTIAL
+        if how not in ORDERS:
+            raise self.err(f"unknown order '{how}'", order[0],
+                           "a sum's order is sequential (the default) or pairwise, e.g. sum(j in 0..k, pairwise: ...)")
+        if order and order[0] is not None and f != "sum":
+            raise self.err(f"only a sum takes an order; {f} keeps the first extreme whatever the order", order[0],
+                           f"drop ', {how}'")
         self.fresh(var, "a reduction variable")
         lo_e, hi_e = self.constant_int(lo, "a reduction bound"), self.constant_int(hi, "a reduction bound")
         self.vars.append(str(var))
         try:
-            return Reduce(F32, at, f, str(var), lo_e, hi_e, self.value(body, f"{f}'s body"))
+            return Reduce(F32, at, f, str(var), lo_e, hi_e, self.value(body, f"{f}'s body"), how)
         finally:
             self.vars.pop()
 

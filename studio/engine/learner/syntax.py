@@ -17,6 +17,14 @@ SIZES = ("k", "s", "m")
 UNARY_FUNCS = ("exp", "log", "sqrt", "abs")
 BINARY_FUNCS = ("min", "max")
 REDUCTIONS = ("sum", "min", "max", "argmin", "argmax")
+SEQUENTIAL, PAIRWISE = "sequential", "pairwise"
+ORDERS = (SEQUENTIAL, PAIRWISE)          # a sum's declared order; sequential is the default
+ORDER_TEXT = {
+    SEQUENTIAL: "sequential: left to right, ((t0 + t1) + t2) + ..., each addition one IEEE-754 binary32 addition, "
+                "round to nearest even",
+    PAIRWISE: "pairwise: level by level, each level adds the pairs (0, 1), (2, 3), ... of the level before, left "
+              "operand first, and carries an odd last element up unchanged, until one value is left; each addition "
+              "one IEEE-754 binary32 addition, round to nearest even"}
 _PREC = {"or": 1, "and": 2, "not": 3, "cmp": 4, "+": 5, "-": 5, "*": 6, "/": 6, "//": 6, "%": 6, "neg": 7}
 ATOM = 8
 
@@ -162,18 +170,22 @@ class Call(Node):
 
 @dataclass(frozen=True)
 class Reduce(Node):
-    """func(var in lo..hi: body), evaluated left to right in f32 (docs/assignment-programs.md)."""
+    """func(var in lo..hi: body), evaluated left to right in f32 (docs/assignment-programs.md);
+    a sum may declare the pairwise tree instead: sum(var in lo..hi, pairwise: body). The canonical
+    text names the order only when it is not the default, so a program without one keeps its hash."""
     func: str = "sum"
     var: str = "j"
     lo: Node | None = None
     hi: Node | None = None
     body: Node | None = None
+    order: str = SEQUENTIAL
 
     def children(self):
         return (self.lo, self.hi, self.body)
 
     def __str__(self):
-        return f"{self.func}({self.var} in {self.lo}..{self.hi}: {self.body})"
+        order = "" if self.order == SEQUENTIAL else f", {self.order}"
+        return f"{self.func}({self.var} in {self.lo}..{self.hi}{order}: {self.body})"
 
 
 @dataclass(frozen=True)
@@ -210,6 +222,11 @@ class Assign:
 
 
 Statement = Let | Assign
+
+
+def sum_orders(statements) -> set[str]:
+    """The orders the sums of these statements declare."""
+    return {n.order for st in statements for n in st.expr.walk() if isinstance(n, Reduce) and n.func == "sum"}
 
 
 def f32(value: float) -> float:

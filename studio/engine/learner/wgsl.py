@@ -9,6 +9,7 @@ What keeps the kernel the same f32 program as the numpy reference (docs/assignme
   compiler), an integer operation no float rewrite can see through or match across; and literals
   are read from a buffer (``lits``), so no constant is there to fold or move;
 - reductions run left to right from -0.0 (which adds nothing: -0 + x = x) in the program's order;
+  a sum that declares ``pairwise`` adds the same tree as ``evaluate.pairwise_sum`` (``pairwise``);
 - a statement that reads slots it also writes (other than each iteration its own slot) first
   computes all its values into ``scratch``, then writes them: one parallel assignment.
 
@@ -33,8 +34,9 @@ from ..contract.bindings import parse_bindings
 from ..contract.expr import parse_expr
 from ..device.execution import KernelProgram
 from ..errors import StudioError
+from . import tree_sum
 from .slots import Bound, affine, slot_set, span
-from .syntax import BOOL, F32, INT, Assign, Bin, Call, Int, Let, LetRef, Num, Read, Reduce, Size, ToF32, Unary, Var
+from .syntax import BOOL, F32, INT, PAIRWISE, Assign, Bin, Call, Int, Let, LetRef, Num, Read, Reduce, Size, ToF32, Unary, Var
 
 LOOP_BUDGET = 60_000
 UNROLLS = (1, 4, 16, 64, 128, 256)
@@ -338,6 +340,8 @@ class Emitter:
         if hi <= lo:
             return {"sum": "0.0f", "min": "bitcast<f32>(0x7f800000u)", "max": "bitcast<f32>(0xff800000u)",
                     "argmin": "-1.0f", "argmax": "-1.0f"}[e.func]
+        if e.func == "sum" and e.order == PAIRWISE:
+            return tree_sum.pairwise(self, e, lo, hi, self.unroll if not _has_loop(e.body) else 1)
         acc = self.fresh("acc")
         if e.func == "sum":
             self.out(f"var {acc}: f32 = -0.0f;")

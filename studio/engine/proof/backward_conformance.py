@@ -4,6 +4,10 @@ cotangents of the same value kinds, judged by the class the contract declares fo
 (`[backward] tolerance`). Gradients are poisoned and canaried like the forward's outputs, so an
 element the kernel never writes, or a write past the end, is caught too.
 
+Once the values pass, the race sanitizer (races.py) runs the device VJP instrumented on one of
+these cases: a gradient element (or scratch) two invocations wrote fails, naming both, as in the
+forward (failure kind ``race``).
+
 The reference VJP runs at the signature's precision (f32 inputs and cotangents, as the device
 sees them): a backward that gathers in a fixed order — the story median's — can then honestly
 claim `exact`."""
@@ -21,6 +25,7 @@ from ..errors import StudioError
 from ..grad.vjp import backward_dispatch, cotangent_name, device_inputs, gradient_name
 from ..trust.reference import cast_inputs
 from . import hints
+from . import races as races_mod
 from .bounds import backward_bounds
 from .corpus import VALUE_KINDS, CorpusCase, cotangent_values
 
@@ -31,7 +36,7 @@ BATCH = 32
 class BackwardFailure:
     case: CorpusCase
     gradient: str
-    kind: str                        # mismatch | unwritten | out_of_range_write | reference_error
+    kind: str                        # mismatch | unwritten | out_of_range_write | reference_error | race
     detail: str
     mismatch: object = None
 
@@ -47,6 +52,7 @@ class BackwardReport:
     failures: list[BackwardFailure] = field(default_factory=list)
     workgroup_size: int | None = None
     fold_sizes: tuple = ()           # swept sizes at which the backward launch folds (sizes.py)
+    races: dict | None = None        # the race sanitizer's run on the device VJP (races.py)
 
     def folded(self, f) -> bool:
         return any(v in self.fold_sizes for v in [*f.case.dims.values(), *f.case.params.values()])
@@ -60,11 +66,12 @@ class BackwardReport:
                 "failed": self.total - self.passed, "verdict": "pass" if self.ok else "fail",
                 "failing_classes": dict(Counter(f.case.shape_kind for f in self.failures)),
                 "failures": [{"case": f.case.index, "gradient": f.gradient, "kind": f.kind, "detail": f.detail}
-                             for f in self.failures[:20]]}
+                             for f in self.failures[:20]], "races": self.races}
 
     def lines(self, repro: str) -> list[str]:
         out = [f"  backward  : device VJP vs reference VJP under {self.tolerance}: {self.passed} passed, "
                f"{self.total - self.passed} failed"]
+        out += races_mod.lines(self.races, "vjp races")
         if self.failures:
             f = self.failures[0]
             out.append(f"  first backward failure  {f.describe()}")
@@ -114,8 +121,10 @@ def reference_gradients(ctx: Context, pkg: OpPackage, inputs: dict, params: dict
 
 
 def conform_backward(ctx: Context, pkg: OpPackage, cases: list[tuple[CorpusCase, dict]],
-                     fold_sizes=()) -> BackwardReport:
-    """``cases``: the forward's corpus cases with the device's forward outputs of each."""
+                     fold_sizes=(), *, races: bool = False) -> BackwardReport:
+    """``cases``: the forward's corpus cases with the device's forward outputs of each. ``races``:
+    when every case's values pass, run the race sanitizer on the device VJP once (races.py;
+    conformance does; a mutant's batches do not)."""
     bk = pkg.contract.backward_kernel
     rep = BackwardReport(str(bk.tolerance), workgroup_size=bk.workgroup_size, fold_sizes=tuple(fold_sizes))
     rep.total = len(cases)
@@ -129,6 +138,13 @@ def conform_backward(ctx: Context, pkg: OpPackage, cases: list[tuple[CorpusCase,
             fails = _judge(ctx, pkg, bk.tolerance, case, inputs, params, cts, res)
             rep.failures.extend(fails)
             rep.passed += not fails
+    if races and cases and not rep.failures:
+        outs = {case.index: o for case, o in cases}
+        found, rep.races = races_mod.sanitize(
+            ctx.device, pkg, [case for case, _ in cases], check_case=lambda case: races_mod.check_backward(
+                ctx, pkg, case, outs[case.index], cotangents_for(pkg, case, outs[case.index])))
+        rep.failures += [BackwardFailure(case, r.buffer, "race", r.describe()) for case, r in found]
+        rep.passed -= len({case.index for case, _ in found})
     return rep
 
 

@@ -21,6 +21,7 @@ from .bounds import forward_bounds
 from . import progressive
 from .category import verify_category
 from .corpus import SEEDS, Corpus, CorpusCase, _dim_symbols, axis_env, generate, swept_env, swept_symbol
+from .corpus import remember as remember_corpus
 from .extremes import bytes_of
 from ..device.launch import of_spec as launch_of
 from .sizes import SizePlan
@@ -221,6 +222,7 @@ def conform(ctx: Context, pkg: OpPackage, *, seed: int = 0, large: bool = False,
     corpus = progressive.corpus_for(ctx, pkg, generate, seed=seed, large=large, sizes=plan.sizes,
                                     seeds=seeds, workgroups=axis_workgroups(pkg.contract),
                                     **({"run_params": run_params} if run_params else {}))
+    remember_corpus(ctx.corpora, corpus)      # the receipt made from it is checked without generating it again
     cases = corpus.cases if only_case is None else [c for c in corpus.cases if c.index == only_case]
     if only_case is not None and not cases:
         raise StudioError(f"the corpus has no case {only_case} (it has {len(corpus.cases)})", field="--case")
@@ -261,7 +263,8 @@ def conform(ctx: Context, pkg: OpPackage, *, seed: int = 0, large: bool = False,
             passing.sort(key=lambda cr: cr[0].index)
             rep.backward = progressive.remembered(
                 ctx, progressive.backward_key(ctx, pkg, corpus, passing),
-                lambda: conform_backward(ctx, pkg, passing, plan.backward_fold_sizes()), timing=timing, phase="backward")
+                lambda: conform_backward(ctx, pkg, passing, plan.backward_fold_sizes(), races=True), timing=timing,
+                phase="backward")
         if mutants and only_case is None and not rep.failures and not rep.category_errors:
             m0 = time.perf_counter()
             rep.mutation = mutants_mod.score(pkg, cases, lambda mpkg, cs: progressive.forward(
@@ -276,6 +279,8 @@ def conform(ctx: Context, pkg: OpPackage, *, seed: int = 0, large: bool = False,
     rep.coverage = coverage.summarize(rep)
     if rep.races is not None:        # the receipt says what the race sanitizer ran on and found
         rep.coverage["races"] = rep.races
+    if rep.backward is not None and rep.backward.races is not None:   # and on the device VJP
+        rep.coverage["backward_races"] = rep.backward.races
     timing.total = timing.since()
     rep.seconds = time.perf_counter() - t0
     return rep

@@ -10,6 +10,7 @@ their boundaries, tiny, huge and random, and every value of a small parameter do
 value kind."""
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from dataclasses import dataclass, field
@@ -81,8 +82,9 @@ class Corpus:
                 "seeds": list(range(self.seed, self.seed + self.seeds)),
                 **({"workgroups": dict(self.workgroups)} if self.workgroups else {})}
 
-    @property
+    @functools.cached_property
     def hash(self) -> str:
+        """sha256 of the identity and every case (computed once: the cases do not change)."""
         h = hashlib.sha256(json.dumps(self.identity, sort_keys=True).encode())
         for c in self.cases:
             h.update(json.dumps([c.shape_kind, c.value_kind, c.dims, c.params], sort_keys=True).encode())
@@ -196,6 +198,22 @@ def _adder(sig: Signature, cases: list, state: dict):
                                 seed=state["seed"] if state["seed"] != state.get("base", state["seed"]) else None))
         return True
     return add
+
+
+def memo_key(signature_text: str, identity: dict) -> tuple:
+    """What a receipt check's memo of regenerated corpora (Context.corpora) is keyed by."""
+    def canon(v):         # a receipt on disk holds its maps in sorted order, a fresh corpus in its own
+        return json.dumps(v, sort_keys=True, default=repr)
+    return (signature_text, identity["seed"], identity["large"], identity.get("fold_size"),
+            canon(identity.get("sizes")), canon(identity.get("run_params")),
+            canon(identity.get("seeds") or [identity["seed"]]), canon(identity.get("workgroups")))
+
+
+def remember(corpora: dict, corpus: Corpus) -> None:
+    """Put a corpus just generated in the memo, as the receipt check would regenerate it: a receipt
+    made from it is then checked without generating it a second time."""
+    ident = {**corpus.identity, "cases": len(corpus.cases)}
+    corpora.setdefault(memo_key(corpus.signature.text, ident), (ident, corpus.hash))
 
 
 def regenerate(sig: Signature, identity: dict) -> Corpus:

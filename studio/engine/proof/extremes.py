@@ -83,27 +83,41 @@ def _param_range(sig: Signature, name: str, env: dict):
 def partial_ok(sig: Signature, env: dict) -> bool:
     """Whether what ``env`` fixes can hold: the parameters' ranges and parity, every relation whose
     symbols are all fixed, every input dim fixed non-negative and every output dim fixed positive."""
+    params, relations, dims = _checks(sig, frozenset(env))
     try:
-        for p in sig.params:
-            if p.name in env:
-                lo, hi, parity = _param_range(sig, p.name, env)
-                v = env[p.name]
-                if not lo <= v <= hi or (parity and (int(v) % 2 == 1) != (parity == "odd")):
-                    return False
-        for r in sig.relations:
-            if (r.left.symbols() | r.right.symbols()) <= env.keys():
-                if not COMPARE[r.op](r.left.eval(env), r.right.eval(env)):
-                    return False
-        for t in sig.inputs + sig.outputs:
-            for d in t.dims:
-                if isinstance(d, DataDim) or not d.symbols() <= env.keys():
-                    continue
-                v = d.eval(env)
-                if v < (0 if t in sig.inputs else 1) or (isinstance(v, float) and not v.is_integer()):
-                    return False
+        for p in params:
+            lo, hi, parity = _param_range(sig, p.name, env)
+            v = env[p.name]
+            if not lo <= v <= hi or (parity and (int(v) % 2 == 1) != (parity == "odd")):
+                return False
+        for r in relations:
+            if not COMPARE[r.op](r.left.eval(env), r.right.eval(env)):
+                return False
+        for d, least in dims:
+            v = d.eval(env)
+            if v < least or (isinstance(v, float) and not v.is_integer()):
+                return False
     except (StudioError, ZeroDivisionError, OverflowError, ValueError, TypeError):
         return False
     return True
+
+
+def _checks(sig: Signature, fixed: frozenset) -> tuple[list, list, list]:
+    """What partial_ok checks when the names ``fixed`` are fixed: the parameters among them, the
+    relations and the (dim, least value) of the tensor dims they determine. Kept on the signature
+    (immutable) per set of names: the extremes ask the same few sets hundreds of thousands of times."""
+    plans = sig.__dict__.get("_partial_checks")
+    if plans is None:
+        plans = {}
+        object.__setattr__(sig, "_partial_checks", plans)
+    plan = plans.get(fixed)
+    if plan is None:
+        plan = plans[fixed] = (
+            [p for p in sig.params if p.name in fixed],
+            [r for r in sig.relations if (r.left.symbols() | r.right.symbols()) <= fixed],
+            [(d, 0 if t in sig.inputs else 1) for t in sig.inputs + sig.outputs for d in t.dims
+             if not isinstance(d, DataDim) and d.symbols() <= fixed])
+    return plan
 
 
 def _lowest(sig, axis: Axis, env: dict):

@@ -5,6 +5,8 @@ the planned large sizes (sizes.py); and the shape helpers they share (the swept 
 minimum)."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ..contract.signature import Signature
@@ -201,7 +203,7 @@ def _minimum(sig, primary, size_param, dims, params) -> int | None:
         return 1
     if _fails_without_size(sig, {**dims, **params}, size_param):   # dims too: k <= n fixed and false
         return None          # what the scan below finds, without its 4,097 failing tries
-    for v in range(0, 4097):
+    for v in range(_lower_bound(sig, primary, {**dims, **params}), 4097):
         env = {**dims, primary: v}
         p = {**params, size_param: v} if size_param else params
         try:
@@ -215,6 +217,33 @@ def _minimum(sig, primary, size_param, dims, params) -> int | None:
         except StudioError:
             continue
     return None
+
+
+def _lower_bound(sig, primary: str, fixed: dict) -> int:
+    """A size below which every try of _minimum's scan fails, so the scan may start there and find the
+    same first size: the largest bound of a relation that names the swept size alone on one side
+    (`n >= w`, `2 * w + 1 <= n`, `n > k`) with the other side fixed. Its tries cost a whole resolve
+    and a refused one an error message: a scan from 0 to w = 255 was most of generating a corpus."""
+    from ..contract.expr import Sym
+    lo = 0
+    for r in sig.relations:
+        if isinstance(r.left, Sym) and r.left.name == primary and r.op in (">=", ">"):
+            other, strict = r.right, r.op == ">"
+        elif isinstance(r.right, Sym) and r.right.name == primary and r.op in ("<=", "<"):
+            other, strict = r.left, r.op == "<"
+        else:
+            continue
+        if not other.symbols() <= fixed.keys():
+            continue
+        try:
+            b = other.eval(fixed)
+        except (StudioError, ZeroDivisionError, OverflowError, ValueError, TypeError):
+            continue
+        if not isinstance(b, (int, float)) or b != b or b in (float("inf"), float("-inf")):
+            continue
+        need = math.floor(b) + 1 if strict else math.ceil(b)
+        lo = max(lo, min(need, 4097))
+    return lo
 
 
 def _fails_without_size(sig, params, size_param) -> bool:

@@ -1,49 +1,27 @@
 """Static launch-geometry checks: the workgroup size a contract declares (`[kernel]` and
 `[backward]` workgroup_size, which the engine launches with) against the `@workgroup_size` of the
 WGSL entry point. A disagreement used to surface only at run time as elements "never written".
-wgpu exposes no reflection of an entry point's workgroup size, so the attribute is read from
-pygments' WGSL tokens (comments and strings skipped); a size written with a constant or an
-override cannot be read and earns a warning, not a pass."""
+wgpu exposes no reflection of an entry point's workgroup size, so the attribute is read from the
+kernel's parse tree (contract/wgsl.py: the product's WGSL grammar, so a comment or a string of
+attributes across lines reads as the compiler reads it); a size written with a constant, an
+override or an expression cannot be read and earns a warning, not a pass."""
 from __future__ import annotations
 
-from pygments.lexers import get_lexer_by_name
-from pygments.token import Comment, Name, Number, Punctuation
-
+from ..contract.wgsl import entry_attributes
 from ..errors import StudioError
 
 
-def _tokens(source: str):
-    out = []
-    for index, ttype, value in get_lexer_by_name("wgsl").get_tokens_unprocessed(source):
-        if ttype in Comment or not value.strip():
-            continue
-        before = source[:index]
-        line = before.count("\n") + 1
-        col = index - (before.rfind("\n") + 1) + 1
-        out.append((ttype, value, line, col))
-    return out
-
-
 def entry_workgroup_size(source: str, entry: str) -> tuple[list[str] | None, int | None, int | None]:
-    """The `@workgroup_size(...)` arguments of ``fn entry`` as written, and the attribute's line:col."""
-    toks = _tokens(source)
-    for i, (ttype, value, line, col) in enumerate(toks):
-        if value == "fn" and i + 1 < len(toks) and toks[i + 1][1] == entry:
-            j = i - 1
-            while j >= 0 and (toks[j][0] in Name.Decorator or toks[j][0] in Punctuation or toks[j][0] in Number
-                              or toks[j][0] in Name):
-                if toks[j][1] == "workgroup_size" and j + 1 < len(toks) and toks[j + 1][1] == "(":
-                    args, k = [], j + 2
-                    while k < i and toks[k][1] != ")":
-                        if toks[k][1] != ",":
-                            args.append(toks[k][1])
-                        k += 1
-                    return args, toks[j][2], toks[j][3]
-                if toks[j][1] in (";", "}"):
-                    break
-                j -= 1
-            return None, line, col
-    return None, None, None
+    """The `@workgroup_size(...)` arguments of ``fn entry`` as written, and the attribute's line:col
+    (no attribute: None and where `fn` is; no such entry point, or a text the grammar refuses:
+    None, None, None, for the compiler to report)."""
+    try:
+        found = entry_attributes(source, entry)
+    except (StudioError, RecursionError):
+        return None, None, None
+    if found is None:
+        return None, None, None
+    return (list(found.workgroup_size) if found.workgroup_size is not None else None), found.line, found.col
 
 
 def check_workgroup_size(source: str, entry: str, declared: int | tuple[int, ...], *, kernel_file: str, field: str,
@@ -60,7 +38,7 @@ def check_workgroup_size(source: str, entry: str, declared: int | tuple[int, ...
         return [StudioError(f"entry point '{entry}' has no @workgroup_size attribute", file=kernel_file, line=line,
                             col=col, hint=f"write @compute @workgroup_size({shown}) before fn {entry}")], []
     try:
-        dims = [int(a.rstrip("ui")) for a in args]
+        dims = [int(a.rstrip("ui"), 0) for a in args]
     except ValueError:
         return [], [StudioError(f"@workgroup_size({', '.join(args)}) of '{entry}' uses a name; the engine "
                                 f"launches {declared} invocations per workgroup ({field})", file=kernel_file,

@@ -11,9 +11,14 @@
   (trust/results.py); the category check and the backward conformance are remembered by the
   hashes their verdicts depend on (``category_key``, ``backward_key``), so a forward-only kernel
   edit re-runs neither, while a backward kernel, reference or contract edit re-runs them.
-- **Timed.** Each phase's seconds, the first failure's and the forward verdict's (``Timing``)."""
+- **Timed.** Each phase's seconds, the first failure's and the forward verdict's (``Timing``).
+- **Told as they land** (``Stream``): a front end hears the first failure, the forward verdict
+  (the whole forward corpus judged) and the backward conformance's verdict the moment each is
+  known, each with the wall-clock time the engine knew it; the mutation score and the receipt
+  come with the report."""
 from __future__ import annotations
 
+import contextvars
 import hashlib
 import json
 import time
@@ -27,6 +32,47 @@ from ..grad.vjp import backward_tensors
 
 FIRST_BATCH = 16      # the first submission: small enough to answer at once
 BATCH = 48
+
+_PHASE_LISTENER: contextvars.ContextVar = contextvars.ContextVar("phase_listener", default=None)
+
+
+class Stream:
+    """The verdicts of one conformance run, told as they land through ``note(event)`` (a dict:
+    ``kind`` is ``first_failure``, ``forward_verdict`` or ``backward_verdict``; ``at`` the
+    wall-clock second the engine knew it). Use ``progress`` and ``on_failure`` as the run's
+    callbacks, inside ``with stream:`` (which hears the remembered phases, e.g. the backward)."""
+
+    def __init__(self, note, progress=None):
+        self.note, self._progress = note, progress
+        self.failed = False
+        self.told: set = set()
+        self._token = None
+
+    def _tell(self, kind: str, **event) -> None:
+        if self.note is not None and kind not in self.told:
+            self.told.add(kind)
+            self.note({"kind": kind, "at": time.time(), **event})
+
+    def on_failure(self, failure) -> None:
+        self.failed = True
+        self._tell("first_failure", text=failure.describe())
+
+    def progress(self, done: int, total: int) -> None:
+        if self._progress is not None:
+            self._progress(done, total)
+        if total and done >= total:                 # the forward corpus is judged (progressive.forward)
+            self._tell("forward_verdict", verdict="fail" if self.failed else "pass", cases=int(total))
+
+    def phase(self, phase: str, out) -> None:
+        if phase == "backward" and out is not None and hasattr(out, "ok"):
+            self._tell("backward_verdict", verdict="pass" if out.ok else "fail")
+
+    def __enter__(self):
+        self._token = _PHASE_LISTENER.set(self.phase)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        _PHASE_LISTENER.reset(self._token)
 
 
 @dataclass
@@ -159,4 +205,7 @@ def remembered(ctx, key: tuple, compute, *, timing: Timing, phase: str):
         out = compute()
         cache.remember(key, out)
     timing.add(phase, time.perf_counter() - s)
+    listener = _PHASE_LISTENER.get()
+    if listener is not None:
+        listener(phase, out)
     return out

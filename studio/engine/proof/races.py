@@ -1,6 +1,8 @@
 """The race sanitizer: conformance runs an instrumented copy of the kernel once, on one corpus case,
 and fails an element of an output or of scratch that two invocations wrote, or that an invocation
-of one workgroup wrote and one of another workgroup read, naming both invocations.
+of one workgroup wrote and one of another workgroup read, naming both invocations. Backward
+conformance does the same with the device VJP (the `[backward]` kernel: ``check_backward``), whose
+outputs are its gradients, on one of the cases whose forward and backward values passed.
 
 lavapipe runs a workgroup's invocations one after another, so a kernel whose invocation also writes
 its neighbour's output element (or whose invocations share one scratch area) gives the right answer
@@ -30,7 +32,7 @@ the one executor (device/execution.py), so nothing about running a kernel change
 
 **Not seen** (docs/verification.md, "Races"): writes through a pointer (`let p = &y[i]; *p = v;`),
 accesses in a `for` header, reads under `&` (an atomic's operand), a `while` condition's reads after
-its first evaluation, workgroup memory, and the device VJP's kernel."""
+its first evaluation, and workgroup memory."""
 from __future__ import annotations
 
 import dataclasses
@@ -43,6 +45,7 @@ from ..contract.expr import Sym
 from ..device.execution import Case, dispatch, forward_program, prepare
 from ..device.launch import of_spec as launch_of
 from ..errors import StudioError
+from ..grad.vjp import backward_prepared
 from ..precision import to_device
 from .wgsl_reader import Module, attrs, kids, name_of, read_module, subtrees, text_of, toks
 
@@ -199,8 +202,9 @@ def instrument(source: str, entry: str, tracked: list[tuple[int, int]], group: i
 
 def pick_case(pkg, cases: list):
     """One small-to-medium case: of those whose inputs and outputs hold at most CASE_ELEMENTS
-    elements, the largest with values drawn at random (``normal``, ``uniform``: index inputs spread
-    over their whole range, so many invocations meet), else the largest of any kind."""
+    elements, one with every dim above 1 where there is one (a race between rows, or within a row,
+    needs both to be wider than one), then with values drawn at random (``normal``, ``uniform``:
+    index inputs spread over their whole range, so many invocations meet), then the largest."""
     sig = pkg.contract.signature
     best, key = None, None
     for c in cases:
@@ -210,7 +214,7 @@ def pick_case(pkg, cases: list):
         except StudioError:
             continue
         n += sum(int(np.size(v)) for v in c.inputs.values())
-        k = (c.value_kind in RANDOM_KINDS, n)
+        k = (all(int(v) > 1 for v in c.dims.values()), c.value_kind in RANDOM_KINDS, n)
         if n <= CASE_ELEMENTS and (key is None or k > key):
             best, key = c, k
     return best
@@ -245,19 +249,33 @@ class Race:
 
 
 def check(device, pkg, case) -> tuple[list[Race], dict]:
-    """Run the instrumented kernel on ``case``; (the races found, a summary for the report)."""
+    """Run the instrumented forward kernel on ``case``; (the races found, a summary for the report)."""
     program = forward_program(pkg)
-    desc = program.bindings
     sig = pkg.contract.signature
+    env, shapes = prepare(pkg, Case(case.inputs, case.params), device=device)
+    inputs = {t.name: to_device(np.asarray(case.inputs[t.name]), t.dtype) for t in sig.inputs}
+    return _run(device, program, env, shapes, inputs, {t.name for t in sig.outputs}, case.index)
+
+
+def check_backward(ctx, pkg, case, outputs: dict, cotangents: dict) -> tuple[list[Race], dict]:
+    """Run the instrumented device VJP (the `[backward]` kernel) on ``case``, with the forward's
+    ``outputs`` of it and ``cotangents``; its gradients are its outputs, any other `read_write`
+    buffer its scratch. (the races found, a summary for the report)."""
+    program, [(env, shapes, arrays)] = backward_prepared(ctx, pkg, [(case.inputs, case.params, cotangents, outputs)])
+    return _run(ctx.device, program, env, shapes, arrays, set(shapes), case.index)
+
+
+def _run(device, program, env: dict, shapes: dict, inputs: dict, outputs: set[str], index: int):
+    """The instrumented ``program`` once: its read_write buffers' writers and readers per element."""
+    desc = program.bindings
     tracked = [b for b in desc if b.kind == "storage" and b.access == "read_write" and not b.atomic]
     group = max((b.group for b in desc), default=0)
     free = max((b.binding for b in desc if b.group == group), default=-1) + 1
     inst = instrument(program.source, program.entry, [(b.group, b.binding) for b in tracked], group, free)
     by_slot = {(b.group, b.binding): b for b in tracked}
-    env, shapes = prepare(pkg, Case(case.inputs, case.params), device=device)
     counts = [by_slot[sl].element_count(env) for sl in inst.slots]
     launch = launch_of(program, env, device.profile.limits.get("max-compute-workgroups-per-dimension", 65535),
-                       op=pkg.id)
+                       op=program.op)
     size = tuple(launch.workgroup) + (1,) * (3 - len(launch.workgroup))
     grid = _Grid(launch.grid, size)
     bases = list(np.cumsum([HEADER + len(counts)] + [4 * c for c in counts]))
@@ -269,13 +287,11 @@ def check(device, pkg, case) -> tuple[list[Race], dict]:
     counter = Binding(group, free, NAME, "storage", "read_write", "u32", (Sym(WORDS),), (), 0, 0, writes=OUT)
     run = dataclasses.replace(program, source=inst.source,
                               bindings=dataclasses.replace(desc, bindings=desc.bindings + (counter,)))
-    inputs = {t.name: to_device(np.asarray(case.inputs[t.name]), t.dtype) for t in sig.inputs}
-    inputs[NAME] = words
+    inputs = {**inputs, NAME: words}
     res = dispatch(run, [({**env, WORDS: words.size}, {**shapes, OUT: (words.size,)}, inputs)], device=device,
                    guard=True)[0]
     got = np.asarray(res.outputs[OUT]).astype(np.uint32)
     races = []
-    outputs = {t.name for t in sig.outputs}
     for sl, base, c in zip(inst.slots, bases[:-1], counts):
         w = got[base:base + 4 * c].reshape(-1, 4).astype(np.int64)   # writers (min, max + 1), readers (min, max + 1)
         b = by_slot[sl]
@@ -294,7 +310,7 @@ def check(device, pkg, case) -> tuple[list[Race], dict]:
             reader = w[i, 2] if group_of(w[i, 2]) != group_of(w[i, 0]) else w[i, 3] - 1
             races.append(Race(b.output, b.output not in outputs, i, grid.gid(w[i, 0]), grid.gid(reader),
                               int(far.size), "read", (grid.workgroup(w[i, 0]), grid.workgroup(reader))))
-    summary = {"case": case.index, "tracked": [by_slot[sl].output for sl in inst.slots],
+    summary = {"case": index, "tracked": [by_slot[sl].output for sl in inst.slots],
                "write_sites": {by_slot[sl].output: inst.sites[n] for sl, n in zip(inst.slots, inst.tracked)},
                "atomic": [b.name for b in desc if b.kind == "storage" and b.atomic],
                "races": [r.describe() for r in races]}
@@ -321,15 +337,17 @@ class _Grid:
         return gx * sx + local % sx, gy * sy + (local // sx) % sy, gz * sz + local // (sx * sy)
 
 
-def sanitize(device, pkg, cases: list) -> tuple[list[tuple[object, Race]], dict]:
+def sanitize(device, pkg, cases: list, *, check_case=None) -> tuple[list[tuple[object, Race]], dict]:
     """Conformance's one sanitizer run: the instrumented kernel on one small-to-medium case
-    (pick_case). A kernel the rewrite cannot instrument is reported as not checked, with why."""
+    (pick_case). A kernel the rewrite cannot instrument is reported as not checked, with why.
+    ``check_case``: how one case is checked (default: the forward kernel, ``check``; backward
+    conformance passes the device VJP's, ``check_backward``)."""
     case = pick_case(pkg, cases)
     if case is None:
         return [], {"not_checked": "no case with outputs of at most "
                                    f"{CASE_ELEMENTS:,} elements"}
     try:
-        found, summary = check(device, pkg, case)
+        found, summary = check_case(case) if check_case is not None else check(device, pkg, case)
     except StudioError as e:
         return [], {"case": case.index, "not_checked": e.message}
     except RecursionError:
@@ -337,13 +355,16 @@ def sanitize(device, pkg, cases: list) -> tuple[list[tuple[object, Race]], dict]
     return [(case, r) for r in found], summary
 
 
-def lines(summary: dict | None) -> list[str]:
+def lines(summary: dict | None, what: str = "races") -> list[str]:
+    """The report's line for one sanitizer run (``what``: "races" for the forward kernel, "vjp races"
+    for the device VJP's)."""
     if not summary:
         return []
+    label = f"  {what:<10}:"
     if "not_checked" in summary:
-        return [f"  races     : not checked: {summary['not_checked']}"]
+        return [f"{label} not checked: {summary['not_checked']}"]
     sites = ", ".join(f"{k} ({v} write site(s))" for k, v in summary["write_sites"].items()) or "no buffer"
     verdict = f"{len(summary['races'])} buffer(s) with a race" if summary["races"] else \
         "no element written by two invocations, or written and read in two workgroups"
     atomic = f"; judged by value only (atomic): {', '.join(summary['atomic'])}" if summary["atomic"] else ""
-    return [f"  races     : case {summary['case']}: {verdict}; writers and readers counted in {sites}{atomic}"]
+    return [f"{label} case {summary['case']}: {verdict}; writers and readers counted in {sites}{atomic}"]

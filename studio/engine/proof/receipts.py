@@ -33,7 +33,7 @@ from ..records import places
 from ..records.reader import read_document, read_object, schema_problem, show
 from ..records.seal import Seal
 from ..records.writer import write_record
-from .corpus import SEEDS, regenerate
+from .corpus import SEEDS, memo_key, regenerate
 from .reliance import failure_record
 
 SCHEMA = "scellis-receipt/1"
@@ -291,8 +291,7 @@ def _stale(pkg: OpPackage, receipt: dict, corpora: dict | None = None) -> list[s
     if not isinstance(seeds, list) or len(seeds) < SEEDS:
         return problems + [f"the corpus was made for {len(seeds) if isinstance(seeds, list) else 'no list of'} "
                            f"seed(s): a receipt is earned over at least {SEEDS}"]
-    key = (c.signature.text, ident["seed"], ident["large"], fold, repr(ident.get("sizes")), repr(ident.get("run_params")),
-           repr(seeds), repr(ident.get("workgroups")))
+    key = memo_key(c.signature.text, ident)
     made = corpora.get(key) if corpora is not None else None
     if made is None:
         try:
@@ -340,9 +339,10 @@ def receipts(pkg: OpPackage, seal: Seal | None = None) -> list[tuple[Path, dict 
     return [(p, r) for p, r, _ in _read_all(pkg, _seal(seal))]
 
 
-def local_status(pkg: OpPackage, profile_id: str, seal: Seal | None = None) -> str:
-    """``valid`` when a receipt for this GPU profile verifies; otherwise why not."""
-    return summarize(judge_receipts(pkg, profile_id, seal))
+def local_status(pkg: OpPackage, profile_id: str, seal: Seal | None = None, *, corpora: dict | None = None) -> str:
+    """``valid`` when a receipt for this GPU profile verifies; otherwise why not (``corpora``: as
+    judge_receipts)."""
+    return summarize(judge_receipts(pkg, profile_id, seal, corpora=corpora))
 
 
 def summarize(found: list[tuple[Path, Verification]]) -> str:

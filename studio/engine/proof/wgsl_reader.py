@@ -1,4 +1,5 @@
-"""A kernel's WGSL read with the product's grammar (resources/grammars/wgsl.lark), for the static
+"""A kernel's WGSL read with the product's grammar (resources/grammars/wgsl.lark; the parse tree is
+contract/wgsl.py's, shared with the checks of module-scope declarations), for the static
 checks of proof/kernel_flow.py and proof/array_bounds.py and the race sanitizer's rewrite
 (proof/races.py): module-scope storage, workgroup and private variables, structs, functions, and a
 function body as nested statements whose expressions keep both their parse tree and their tokens
@@ -10,10 +11,9 @@ from dataclasses import dataclass, field
 
 from lark import Token, Tree
 
-from ..contract.grammar import Source, parse
+from ..contract.wgsl import attrs, kids, name_of, parse_wgsl, text_of, type_of
 
 RELATIONAL = {"<", "<=", ">", ">=", "=="}
-EXAMPLE = "@compute @workgroup_size(64) fn main(@builtin(global_invocation_id) gid: vec3<u32>) { }"
 
 
 @dataclass(frozen=True)
@@ -28,11 +28,6 @@ class Toks(list):
     tree: Tree | None = None
 
 
-def parse_wgsl(source: str, *, file: str | None = None) -> Tree:
-    """The parse tree of a WGSL module; a StudioError at line:col where the grammar stops."""
-    return parse("wgsl", Source(source, file), lambda t: t, EXAMPLE)
-
-
 def toks(node) -> Toks:
     out = Toks()
     if node is None:
@@ -45,16 +40,6 @@ def toks(node) -> Toks:
     return out
 
 
-def text_of(node: Tree) -> str:
-    """An expression's text on one line: its tokens, a space only where the source had a gap (so
-    comments and line breaks inside it go, and a shift's `>` `>` stays together)."""
-    out, end = [], None
-    for tok in node.scan_values(lambda v: isinstance(v, Token)):
-        out.append(("" if end is None or tok.start_pos == end else " ") + str(tok))
-        end = tok.end_pos
-    return "".join(out)
-
-
 def subtrees(node: Tree, name: str):
     """Every subtree named ``name`` under ``node`` (itself included), in source order."""
     if not isinstance(node, Tree):
@@ -65,29 +50,6 @@ def subtrees(node: Tree, name: str):
         if t.data == name:
             yield t
         stack.extend(c for c in reversed(t.children) if isinstance(c, Tree))
-
-
-def kids(t: Tree) -> list:
-    """The children that are subtrees (the placeholders of absent optional parts dropped)."""
-    return [c for c in t.children if isinstance(c, Tree)]
-
-
-def name_of(t: Tree) -> Token:
-    """The first NAME token among ``t``'s own children (a declaration's or a function's name)."""
-    return next(c for c in t.children if isinstance(c, Token) and c.type == "NAME")
-
-
-def attrs(t: Tree) -> dict[str, list]:
-    """{attribute name: its argument subtrees} of a declaration, parameter or member."""
-    out = {}
-    for a in t.children:
-        if isinstance(a, Tree) and a.data == "attr":
-            out[str(a.children[1])] = kids(a)
-    return out
-
-
-def type_of(t: Tree) -> Tree | None:
-    return next((c for c in t.children if isinstance(c, Tree) and c.data == "type"), None)
 
 
 # ---- statements ----------------------------------------------------------------------------------

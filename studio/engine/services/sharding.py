@@ -36,8 +36,17 @@ def shard_report_json(ctx: Context, path: str, replicas: int, *, allow_unverifie
         from .workflows import prove_ops
         plan = make_plan(ctx, load_workflow(Path(path)))
         proofs = prove_ops(ctx, [s.pkg for s in plan.unverified], plan=plan)
+    unverified = []
+    if allow_unverified:      # the steps whose ops ran without a valid receipt here: the report says so
+        from ..workflow.plan import make_plan
+        from ..workflow.spec import load_workflow
+        unverified = [s.name for s in make_plan(ctx, load_workflow(Path(path))).unverified]
     rep = shard_report(ctx, path, replicas, allow_unverified=allow_unverified, progress=progress)
-    return rep.to_json() | {"kind": "workflow", "lines": proofs + report_lines(rep)}
+    lines = report_lines(rep)
+    if unverified:
+        lines.append(f"unverified    {', '.join(unverified)}: ran without a valid conformance receipt on this GPU "
+                     "profile (allowed for this report); their numbers are not proven")
+    return rep.to_json() | {"kind": "workflow", "lines": proofs + lines, "unverified": unverified}
 
 
 def handle_shard_report(req, *, path: str, replicas: int, allow_unverified: bool = False, steps: int | None = None,

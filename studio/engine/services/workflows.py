@@ -9,6 +9,7 @@ the device worker (``HANDLERS``; the Studio will too), so each rule is written o
   end's (Qt): the result carries each plot's series, already cut to its window and aligned."""
 from __future__ import annotations
 
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -33,6 +34,7 @@ from ..workflow.train import Trainer, swapped
 from ..workflow.train_record import compare_rungs, training_record
 from ..workflow.wavio import write_wav
 from .actions import earn_gradcheck_receipt, require_proof
+from .outputs import refuse_install
 
 _H = "studio.engine.services.workflows:"
 HANDLERS = {"workflow_run": _H + "handle_run", "workflow_verify": _H + "handle_verify", "train": _H + "handle_train"}
@@ -66,22 +68,31 @@ def _unproven(ctx: Context, pkg) -> list:
     return [p for bs in bind(pkg, ctx.catalog) for p in _unproven(ctx, bs.pkg)]
 
 
-def prove_ops(ctx: Context, pkgs: list, *, progress=None, plan=None) -> list[str]:
+def prove_ops(ctx: Context, pkgs: list, *, progress=None, plan=None, on_note=None,
+              names: dict[str, str] | None = None) -> list[str]:
     """Conformance for each op without a valid receipt on this GPU profile (earning one); raises with
     the failing case when an op fails here, or refuses an op whose receipt records a failure. Each
     step of ``plan`` whose receipt does not cover its run (``uncovered``) proves at its own input
-    shapes and parameters first (actions.require_proof)."""
-    lines, seen = [], set()
+    shapes and parameters first (actions.require_proof). ``on_note`` hears of each proof as it
+    starts ({"kind": "proving", "op", "step", "index", "total"}: the front end names it); ``names``
+    gives a package hash its step's name."""
+    names = dict(names or {})
+    todo, seen = [], set()           # (step name, package, keywords for require_proof)
     for s in (plan.steps.values() if plan is not None else ()):
         if s.verification.status == "uncovered":
             shapes = {k: plan.values[plan.key(w)].shape for k, w in s.inputs.items()}
-            lines.append(require_proof(ctx, s.pkg, progress=progress, inputs=shaped(shapes), params=dict(s.params)).line())
+            todo.append((s.name, s.pkg, {"inputs": shaped(shapes), "params": dict(s.params)}))
     for top in pkgs:
         for pkg in _unproven(ctx, top):
             if pkg.hash in seen:
                 continue
             seen.add(pkg.hash)
-            lines.append(require_proof(ctx, pkg, progress=progress).line())
+            todo.append((names.get(top.hash), pkg, {}))
+    lines = []
+    for k, (step, pkg, kw) in enumerate(todo):
+        if on_note is not None:
+            on_note({"kind": "proving", "op": pkg.id, "step": step, "index": k, "total": len(todo)})
+        lines.append(require_proof(ctx, pkg, progress=progress, **kw).line())
     return lines
 
 
@@ -132,25 +143,32 @@ def _default_plot(wf: Workflow, res) -> Sink:
         ran = set(res.steps)
         leaves = [n for n in ran if not any(w.node == n for m in ran for w in wf.steps[m].inputs.values())]
         wires = [Wire(n, n, None, ("steps", n)) for n in leaves]
-    return Sink("plot", "plot", "plot.png", wires, window=(0, 4000))
+    return Sink("plot", "plot", "plot.png", wires)          # the whole series (drawn as a min/max envelope)
 
 
 def run_workflow(ctx: Context, path: str | Path, *, out_dir: str | Path | None = None, record: str | Path | None = None,
                  plot: str | Path | None = None, allow_unverified: bool = False, prove: bool = False,
                  until: str | None = None, all_outputs: bool = False, progress=None, on_event=None,
-                 stop=None) -> dict:
+                 stop=None, on_note=None) -> dict:
+    t0 = time.perf_counter()
     wf = load_workflow(path)
-    out = Path(out_dir) if out_dir is not None else Path.cwd()
+    out = refuse_install(out_dir if out_dir is not None else Path.cwd())      # never into the install
     rec_path = check_writable(_target(out, record) if record else _inside(out, wf, ("workflow", "record"), wf.record))
+    refuse_install(rec_path.parent, field="record")
     sinks = list(wf.sinks.values())
     plots = [s for s in sinks if s.kind == "plot"]
     if plot is not None:
         check_writable(plot)
+        refuse_install(Path(plot).parent, field="plot")
     sink_paths = {s.name: check_writable(_inside(out, wf, ("sinks", s.name, "file"), s.path)) for s in sinks}
     proofs = []
     if prove:
         plan = make_plan(ctx, wf, until=until)
-        proofs = prove_ops(ctx, [s.pkg for s in plan.unverified], progress=progress, plan=plan)
+        proofs = prove_ops(ctx, [s.pkg for s in plan.unverified], progress=progress, plan=plan, on_note=on_note,
+                           names={s.pkg.hash: s.name for s in plan.unverified})
+    proving = time.perf_counter() - t0 if proofs else 0.0
+    if on_note is not None:
+        on_note({"kind": "running", "proved": len(proofs), "proving_s": proving})
 
     def event(e):
         if on_event is not None:
@@ -188,8 +206,11 @@ def run_workflow(ctx: Context, path: str | Path, *, out_dir: str | Path | None =
                            res.value(wf.report.clean.text))
         rec["report"] = rep
     write_record(rec_path, rec, ctx.seal)
+    # the whole request's wall time, proving included: what the user waited for
+    wall = {"total": time.perf_counter() - t0, "proving": proving,
+            "steps": float(rec["seconds"].get("total", 0.0))}
     result = {"workflow": wf.name, "status": res.status, "record_path": str(rec_path), "record": rec,
-              "proofs": proofs, "plots": requests, "written": written, "report": rep,
+              "proofs": proofs, "wall_seconds": wall, "plots": requests, "written": written, "report": rep,
               "report_lines": report_lines(rep) if rep else [], "lines": run_lines(rec)}
     if all_outputs:
         result["arrays"] = dict(res.arrays)
@@ -246,7 +267,7 @@ def train(ctx: Context, path: str | Path, *, steps: int | None = None, optimizer
     changes = {k: v for k, v in (("optimizer", optimizer), ("learning_rate", learning_rate)) if v is not None}
     if changes:
         wf = replace(wf, train=replace(wf.train, **changes))
-    out = Path(out_dir) if out_dir is not None else Path.cwd()
+    out = refuse_install(out_dir if out_dir is not None else Path.cwd())      # never into the install
     stem = Path(wf.record).name.removesuffix(".record.json")
     ck_default = wf.train.checkpoint or f"{stem}.checkpoint.json"
     ck_path = check_writable(_target(out, checkpoint) if checkpoint else
@@ -319,7 +340,7 @@ def _announcing(req):
 
 
 def handle_run(req, *, path: str, **kw):
-    return run_workflow(req.ctx, path, progress=req.progress, on_event=_announcing(req), **kw)
+    return run_workflow(req.ctx, path, progress=req.progress, on_event=_announcing(req), on_note=req.note, **kw)
 
 
 def handle_verify(req, *, record: str):

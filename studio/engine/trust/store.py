@@ -92,6 +92,7 @@ class TrustStore:
         self.home = Path(home)
         self._cached: tuple[tuple, dict] | None = None
         self._products: dict[str, str] | None = None
+        self._codes: dict[str, str] = {}      # content hash -> reference hash (a function of the content)
 
     @property
     def path(self) -> Path:
@@ -228,7 +229,10 @@ class TrustStore:
         return self._products
 
     def status(self, pkg) -> TrustStatus:
-        return self.status_of(pkg.root, pkg.hash, code=code_hash(pkg.files))
+        code = self._codes.get(pkg.hash)
+        if code is None:             # asked before every reference call: hashed once per content
+            code = self._codes[pkg.hash] = code_hash(pkg.files)
+        return self.status_of(pkg.root, pkg.hash, code=code)
 
     def status_of(self, root: Path | None, hash_: str, *, code: str | None = None) -> TrustStatus:
         """The trust of a folder's content, also for a draft that does not load yet (``root`` None:

@@ -27,12 +27,11 @@ def run(req: Request, *, target: str, inputs: dict | None = None, params: dict |
 
 def conform(req: Request, *, target: str, seed: int = 0, large: bool = False, case: int | None = None,
             receipt: bool = True, seeds: int | None = None):
-    def first_failure(f):
-        if req.note is not None:
-            req.note({"kind": "first_failure", "text": f.describe()})
-    return actions.conform(req.ctx, _pkg(req, target), seed=seed, large=large, case=case, receipt=receipt,
-                           progress=req.progress, on_failure=first_failure,
-                           **({"seeds": seeds} if seeds is not None else {}))
+    from ..proof.progressive import Stream
+    with Stream(req.note, req.progress) as stream:       # the verdicts told as they land
+        return actions.conform(req.ctx, _pkg(req, target), seed=seed, large=large, case=case, receipt=receipt,
+                               progress=stream.progress, on_failure=stream.on_failure,
+                               **({"seeds": seeds} if seeds is not None else {}))
 
 
 def check(req: Request, *, target: str):
