@@ -146,3 +146,19 @@ def _qt_own_dialog(parent, caption, directory, filters):
     return (files[0] if ok and files else ""), filters
 
 
+
+
+def test_the_gradcheck_report_is_read_whole_at_1024(qtbot):
+    """The report pane beside the gradcheck plot at a 1024 px window: its long lines wrap, so no
+    part of a line is hidden sideways (the pane used to cut them off at its right edge)."""
+    from studio.app.panels.gradcheck import GradcheckPanel
+    p = GradcheckPanel(9)
+    qtbot.addWidget(p)
+    p.resize(1000, 700)
+    p.show()
+    long = "  probe 17 at x = [0.125, -3.5, 2.0], dx: analytic 0.333333333 numeric 0.333333331 " * 3
+    p.show_report({"verdict": "pass", "lines": ["gradcheck user/demo/windowed_median@1", long.rstrip()],
+                   "probes": [{"analytic": 1.0, "numeric": 1.0}], "negative_controls": []})
+    qtbot.wait(50)
+    assert p.text.horizontalScrollBar().maximum() == 0
+    assert p.text.document().size().height() > 2          # the long line took more than one row

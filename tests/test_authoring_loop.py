@@ -53,6 +53,19 @@ def test_a_backward_kernel_edit_reruns_backward_conformance_only(ctx, pkg_copy, 
 
 
 @pytest.mark.slow
+def test_a_forward_edit_keeps_the_device_vjps_mutation_score_and_a_backward_edit_reruns_it(ctx, pkg_copy, device):
+    """The backward mutants depend on what backward conformance depends on: after a forward-only
+    edit their score is remembered (named in the timing line), after a VJP edit it is run again."""
+    first = conform(ctx, load_package(pkg_copy(MEDIAN, "a")), mutants=4)
+    assert first.ok and first.mutation["backward"]["total"] > 0
+    again = conform(ctx, load_package(pkg_copy(MEDIAN, "b", forward__wgsl=KERNEL_EDIT)), mutants=4)
+    assert "backward mutants" in again.timing.cached and again.mutation["backward"] == first.mutation["backward"]
+    vjp_edit = [("var acc = 0.0;", "var acc = 0.0;  // an edit of the VJP kernel")]
+    rerun = conform(ctx, load_package(pkg_copy(MEDIAN, "c", backward__wgsl=vjp_edit)), mutants=4)
+    assert rerun.ok and "backward mutants" not in rerun.timing.cached
+
+
+@pytest.mark.slow
 def test_the_first_failure_streams_before_the_whole_corpus(ctx, device):
     seen = []
     rep = conform(ctx, load_package(FIRST_DRAFT), on_failure=lambda f: seen.append((f, ctx.references.host_calls)))

@@ -115,7 +115,7 @@ class GradcheckPanel(JobPanel):
         self.text.setFont(mono_font())
         self.text.setObjectName("gradcheck_report")
         self.text.setToolTip("the gradcheck report, as `scellis gradcheck` prints it")
-        self.text.setLineWrapMode(QPlainTextEdit.LineWrapMode.NoWrap)
+        self.text.setLineWrapMode(QPlainTextEdit.LineWrapMode.WidgetWidth)   # a long line wraps: none is cut off
         split.addWidget(self.text)
         split.setSizes([380, 620])
         self.body_layout.addWidget(split)

@@ -271,8 +271,15 @@ def conform(ctx: Context, pkg: OpPackage, *, seed: int = 0, large: bool = False,
                 ctx, mpkg, cs, lambda case, res: judge(refs, mpkg, case, res), timing=progressive.Timing(),
                 stop_after=1), count=mutants, seed=seed)
             if rep.backward is not None and rep.backward.ok and pkg.backward_source:
-                rep.mutation["backward"] = mutants_mod.score(pkg, passing, lambda mpkg, cs: _backward_failures(
-                    ctx, mpkg, cs), count=mutants, seed=seed, part="backward")
+                # the device VJP's mutants depend on what its conformance does (backward_key): a forward
+                # kernel edit re-runs neither
+                inner = progressive.Timing()           # timed within "mutants"; a hit is named in the line
+                rep.mutation["backward"] = progressive.remembered(
+                    ctx, ("backward mutants", mutants, seed, *progressive.backward_key(ctx, pkg, corpus, passing)),
+                    lambda: mutants_mod.score(pkg, passing, lambda mpkg, cs: _backward_failures(ctx, mpkg, cs),
+                                              count=mutants, seed=seed, part="backward"),
+                    timing=inner, phase="backward mutants")
+                timing.cached += inner.cached
             timing.add("mutants", time.perf_counter() - m0)
     if rep.failures and stop_after is None:
         rep.fails_when = hints.fails_when([f.case for f in rep.failures], cases)
