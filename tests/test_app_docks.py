@@ -1,7 +1,9 @@
 """The tool docks open at a readable width and never grow the window (studio/app/shell_menus.py,
 ``show_tool_dock``): Tools ▸ Learner…, Tools ▸ Sharding report… and Publish ▸ Card, each opened
 from its menu in a 1024×700 window, come up a third of the window wide or so (never the 200 px
-floor, never the card's 55 px), and the window stays 1024 px wide. In the same window, the
+floor, never the card's 55 px), the window stays 1024 px wide, and the op's notebook keeps its
+width (where a third column would squeeze it, the dock opens as a tab beside the catalog; the
+control shows the third column scrolling the notebook sideways). In the same window, the
 workflow notebook's step cells (studio/app/workflow_view.py) fit beside the catalog: none is cut
 on the right, nothing scrolls sideways.
 
@@ -65,11 +67,22 @@ for name in ("learner", "sharding", "card"):
         dock = win.learner_dock if name == "learner" else win.shard_dock
     settle(60)
     top_left = dock.mapTo(win, QPoint(0, 0))
+    notebook = view.findChild(QScrollArea, "notebook_scroll")
     out["docks"][name] = {"width": dock.width(), "left": top_left.x(), "right": top_left.x() + dock.width() - 1,
-                          "window": win.width(), "floating": dock.isFloating(), "visible": dock.isVisible()}
-# the control: a panel that asks for 900 px, its dock shown the plain way (dock.show())
+                          "window": win.width(), "floating": dock.isFloating(), "visible": dock.isVisible(),
+                          "notebook_sideways": notebook.horizontalScrollBar().maximum()}
+# the controls: the learner as a third column beside the catalog (the notebook scrolls sideways at
+# 1024), then a panel that asks for 900 px, its dock shown the plain way (dock.show())
+from PySide6.QtCore import Qt
 for d in (win.learner_dock, win.shard_dock, win.card_dock):
     d.hide()
+settle(20)
+win.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, win.learner_dock)
+win.learner_dock.show()
+win.resizeDocks([win.learner_dock], [win.tool_dock_width()[0]], Qt.Orientation.Horizontal)
+settle(60)
+out["control_sideways"] = view.findChild(QScrollArea, "notebook_scroll").horizontalScrollBar().maximum()
+win.learner_dock.hide()
 settle(20)
 win.learner_dock.widget().setMinimumWidth(900)
 win.learner_dock.show()
@@ -107,6 +120,7 @@ def judge(m: dict, w: int) -> None:
         assert d["window"] == w, (name, m)                                # the window did not grow
         assert 0.3 * w <= d["width"] <= 0.55 * w, (name, m)              # readable, the notebook beside it
         assert 0 <= d["left"] and d["right"] < w, (name, m)              # inside the window
+        assert d["notebook_sideways"] == 0, (name, m)                    # the notebook beside it, whole
 
 
 @pytest.mark.slow
@@ -114,6 +128,7 @@ def test_tool_docks_open_readable_in_a_1024_offscreen_window(tmp_path):
     m = probe(offscreen(tmp_path, 1024, 700))
     judge(m, 1024)
     assert m["control_window"] > 1024, m             # the probe sees a dock that grows the window
+    assert m["control_sideways"] > 0, m              # and a third column that squeezes the notebook
 
 
 @pytest.fixture

@@ -21,6 +21,7 @@ from PySide6.QtWidgets import (
 from .fitting import scrolled
 
 TOOL_DOCK_SHARE = 0.36         # of the window's width, a tool dock's when it opens
+NOTEBOOK_ROOM = 620            # the notebook's least width beside the docks (its widest cell, Conformance, ~600)
 from .menus import ShortcutsDialog, current_cell, focus_cell, next_cell, run_cell
 from .theme import THEMES
 from .welcome import STORY_OP
@@ -208,6 +209,9 @@ class MenusMixin:
         before = self.size()
         want, least = self.tool_dock_width()
         dock.widget().setMinimumWidth(least)
+        if not dock.isFloating() and not dock.isVisible() and self._squeezes_the_notebook(dock, want):
+            self.tabifyDockWidget(self.catalog_dock, dock)      # a tab beside the catalog: the notebook keeps its width
+            want = max(want, self.catalog_dock.width())
         dock.show()
         dock.raise_()
         if dock.isFloating():
@@ -221,6 +225,20 @@ class MenusMixin:
                 self.resize(before)
             self.resizeDocks([dock], [want], Qt.Orientation.Horizontal)
         QTimer.singleShot(0, settle)
+
+    def _squeezes_the_notebook(self, dock: QDockWidget, want: int) -> bool:
+        """Whether a third column ``want`` px wide would leave the notebook less than NOTEBOOK_ROOM
+        (a 1024 px window with the catalog open); then the tool dock opens as a tab beside the
+        catalog, where the catalog is docked and shown."""
+        cat = self.catalog_dock
+        if cat is dock or not cat.isVisible() or cat.isFloating():
+            return False
+        sides = (Qt.DockWidgetArea.LeftDockWidgetArea, Qt.DockWidgetArea.RightDockWidgetArea)
+        beside = [d for d in self.findChildren(QDockWidget)
+                  if d is not dock and d.isVisible() and not d.isFloating() and self.dockWidgetArea(d) in sides]
+        # docks tabbed together share one column: the catalog's, counted once
+        taken = cat.width() + sum(d.width() for d in beside if d is not cat and cat not in self.tabifiedDockWidgets(d))
+        return self.width() - taken - want < NOTEBOOK_ROOM
 
     # ------------------------------------------------------------------ welcome, themes, help
     def _show_welcome(self) -> None:
