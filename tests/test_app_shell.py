@@ -129,7 +129,8 @@ def test_welcome_page_when_no_tab_is_open(qtbot, window, pkg_copy):
     window.close_view(view, discard=True)
     assert window.tabs.count() == 1 and window.tabs.currentWidget() is window.welcome
     # with the package just opened among the recent files, a double-click away
-    window.background.wait(10)
+    from studio.app.paths import recent_packages
+    qtbot.waitUntil(lambda: pkg.resolve() in [p.resolve() for p in recent_packages()], timeout=30_000)   # written off the GUI thread
     window._show_welcome()
     window.close_view(window.welcome)                                 # the Welcome page does not close
     assert window.tabs.currentWidget() is window.welcome
