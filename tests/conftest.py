@@ -56,6 +56,13 @@ def ctx(_isolated_home, device, hosts):
     return Context.open(device=device, hosts=hosts)
 
 
+@pytest.fixture(scope="session")
+def proof_store(tmp_path_factory):
+    """The run's builtin proofs, shared by its workers (proof_store.py): each builtin proven once."""
+    from proof_store import store_folder
+    return store_folder(tmp_path_factory.getbasetemp())
+
+
 @pytest.fixture(scope="module")
 def module_ctx(tmp_path_factory, device, hosts):
     """A context for module-scoped fixtures, with a user data folder of its own."""

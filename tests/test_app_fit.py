@@ -68,6 +68,8 @@ if os.environ.get("QT_QPA_PLATFORM") == "xcb":
     for _ in range(30):
         settle(); time.sleep(0.05)
 def inside(w):
+    w.raise_()                      # a dock tabbed beside the catalog is measured on its own tab
+    settle(5)
     top_left = w.mapTo(win, QPoint(0, 0))
     r = QRect(top_left, w.size())
     return [r.left(), r.right(), r.top(), r.bottom()]

@@ -52,6 +52,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from studio.app.freshness import STALE_NOTE
 from studio.app.new_op import NewOpDialog
 from studio.app.publish import PublishDialog
 from studio.app.style import colour
@@ -468,10 +469,17 @@ def step_8(f: Follow) -> None:
         qtbot.mouseClick(dlg.publish_button, Qt.MouseButton.LeftButton)
     box = next(w for w in QApplication.topLevelWidgets()
                if isinstance(w, QMessageBox) and w.objectName() == "published_confirmation" and w.isVisible())
+    assert "Published" in box.text() and "workspace" in box.text() and "receipt is valid" in box.text(), box.text()
+    assert "Published" in win.statusBar().currentMessage()
     assert 'visibility = "workspace"' in view.doc.text("op.toml") and not view.doc.dirty
     assert view.doc.content_hash() != before
+    # publishing wrote a new op.toml (a new content hash) and earned the receipts again: nothing is stale
     qtbot.waitUntil(lambda: view.freshness.proven_hash("conformance") == view.doc.content_hash(), timeout=10_000)
+    if view.gradcheck_panel.chip.text() == "PASS":
+        qtbot.waitUntil(lambda: view.freshness.proven_hash("gradcheck") == view.doc.content_hash(), timeout=10_000)
     assert not view.freshness.stale("conformance") and not view.freshness.stale("gradcheck")
+    panel = view.conformance_panel
+    assert panel.chip.text() == "PASS" and STALE_NOTE not in panel.receipt_chip.text()
     f.look(8)
     box.close()
 
@@ -509,6 +517,7 @@ def step_9(f: Follow) -> None:
     assert steps["median"]["package_hash"] == load_package(f.folder / "windowed_median").hash
     med = view.cell("median")
     assert med.badge["receipt"], med.badge
+    assert all(c.badge["receipt"] for c in view.cells), [c.badge for c in view.cells]   # every op proven first
     _xs, ys = med.curve.getOriginalDataset()
     assert ys is not None and len(ys) == 1_000_000 - 6
     f.look(9)
@@ -572,7 +581,15 @@ def test_tutorial_step_8_publish_and_its_confirmation(qtbot, tmp_path):
         qtbot.mouseClick(panel.run_button, Qt.MouseButton.LeftButton)
         qtbot.waitUntil(lambda: panel.run_button.isEnabled(), timeout=50_000)
         assert panel.chip.text() == "PASS", panel.summary.text()
+        gp = f.view.gradcheck_panel                   # both proofs, so both must stay fresh through publishing
+        qtbot.mouseClick(gp.run_button, Qt.MouseButton.LeftButton)
+        qtbot.waitUntil(lambda: gp.run_button.isEnabled() and gp.chip.text() not in ("", "running"), timeout=50_000)
+        assert gp.chip.text() == "PASS", gp.verdict.text()
         follow(f, [8])
+        # an edit after publishing is stale as before
+        f.view.doc.set("field:summary", str(f.view.doc.field("summary")) + " (edited)")
+        qtbot.waitUntil(lambda: f.view.freshness.stale("conformance"), timeout=3000)
+        assert STALE_NOTE in panel.chip.text()
     finally:
         dispose(win)
         win.publish_workers.close()

@@ -82,18 +82,6 @@ def test_run_all_plots_every_step_and_matches_the_cli_hashes(qtbot, window, tmp_
 
 
 @pytest.mark.slow
-def test_the_first_run_all_proves_missing_receipts_by_default(qtbot, window, tmp_path):
-    """A fresh user folder holds no receipt: the first Run all, as the tab opens (no box touched),
-    proves the story's ops first and then runs, verified — no "Allow unverified" needed."""
-    view = window.open_workflow(story(tmp_path))
-    assert view.prove_box.isChecked() and not view.allow_box.isChecked()
-    qtbot.mouseClick(view.run_button, Qt.MouseButton.LeftButton)
-    qtbot.waitUntil(lambda: view.result is not None or not view.job.active, timeout=600_000)
-    assert view.result is not None, view.status.text()
-    assert all(c.badge["receipt"] for c in view.cells), [c.badge for c in view.cells]
-
-
-@pytest.mark.slow
 def test_run_to_here_runs_only_what_the_step_needs(qtbot, window, tmp_path):
     view = window.open_workflow(story(tmp_path))
     view.allow_box.setChecked(True)
@@ -136,8 +124,16 @@ def test_stop_cancels_a_run(qtbot, window, tmp_path):
     assert view.run_button.isEnabled()
 
 
+@pytest.fixture
+def ops_proven_here(ctx, proof_store, tmp_path_factory):
+    """This test's user folder with the conformance receipts of the training workflow's ops (proven
+    once per run); their VJPs' gradcheck is still to be earned."""
+    conformance_of_its_ops(ctx, proof_store, training_workflow(tmp_path_factory.mktemp("wf"), 30))
+    return ctx.trust.home
+
+
 @pytest.mark.slow
-def test_train_lowers_the_loss_and_plots_it(qtbot, window, tmp_path):
+def test_train_lowers_the_loss_and_plots_it(qtbot, ops_proven_here, window, tmp_path):
     text = (Path(story_workflow()).parent / "train_median.toml").read_text()
     for old, new in (("n = 1000000", "n = 2048"), ("steps = 150", "steps = 30")):
         assert old in text
@@ -146,8 +142,8 @@ def test_train_lowers_the_loss_and_plots_it(qtbot, window, tmp_path):
     wf.write_text(text)
     view = window.open_workflow(wf)
     assert view.train_button.isEnabled() and view.loss_plot.isVisible()
-    view.allow_box.setChecked(True)          # no conformance receipts in this test's home ...
-    view.prove_box.setChecked(True)          # ... but training needs the VJPs' gradcheck: earned first
+    view.allow_box.setChecked(True)          # (the ops hold their receipts here) ...
+    view.prove_box.setChecked(True)          # ... but training needs the VJPs' gradcheck: earned first, in the window
     qtbot.mouseClick(view.train_button, Qt.MouseButton.LeftButton)
     live = []                                # the losses as they arrive, step by step, while it trains
     view.job.value.connect(lambda step, loss: live.append((step, loss, view.train_result is None)))
@@ -170,17 +166,33 @@ def training_workflow(folder: Path, steps: int) -> Path:
     return wf
 
 
+def conformance_of_its_ops(ctx, store, wf: Path) -> None:
+    """The conformance receipts of every kernel op the workflow runs (a composite's parts too), in
+    ``ctx``'s user folder: each proven once per run (tests/proof_store.py; the public bar's test
+    proves the builtins)."""
+    from proof_store import proven
+    from studio.engine.grad.composite import bind
+    from studio.engine.workflow.spec import load_workflow
+    for step in load_workflow(wf).steps.values():
+        pkg = ctx.catalog.resolve(step.op)
+        for part in [b.pkg for b in bind(pkg, ctx.catalog)] if pkg.contract.composite is not None else [pkg]:
+            if part.contract.kernel is not None:
+                assert proven(store, ctx, part)["verdict"] == "pass", part.id
+
+
 @pytest.fixture(scope="module")
-def trained_home(module_ctx, tmp_path_factory):
-    """A user folder in which the training workflow's ops earned their receipts and its VJPs their
-    gradcheck (the engine's `scellis train --prove`, one step). The test of Stop starts from a copy
-    of it: proving in the window is the training test's, above."""
+def trained_home(module_ctx, tmp_path_factory, proof_store):
+    """A user folder in which the training workflow's ops hold their receipts and its VJPs earned
+    their gradcheck (the engine's `scellis train --prove`, one step). The test of Stop starts from a
+    copy of it: proving in the window is the training test's, above."""
     from studio.engine.services.workflows import train
     home = module_ctx.trust.home
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("SCELLIS_HOME", str(home))
         out = tmp_path_factory.mktemp("trained")
-        r = train(module_ctx, training_workflow(out, 1), prove=True, allow_unverified=True, out_dir=out)
+        wf = training_workflow(out, 1)
+        conformance_of_its_ops(module_ctx, proof_store, wf)
+        r = train(module_ctx, wf, prove=True, allow_unverified=True, out_dir=out)
     assert r["losses"], r
     return home
 

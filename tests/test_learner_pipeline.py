@@ -24,10 +24,8 @@ STEPS = 2
 
 @pytest.fixture(scope="module")
 def setup(module_ctx, tmp_path_factory):
-    """Passing gradcheck receipts for the pipeline's VJPs, and conformance receipts for those that
-    run on the device, sealed with the key of a user data folder the owners open too (so no owner
-    proves a device VJP again: each would run the whole corpus in its own process); the shipped
-    training workflow at a CI size."""
+    """Passing gradcheck receipts for the pipeline's VJPs, sealed with the key of a user data
+    folder the owners open too; the shipped training workflow at a CI size."""
     home = module_ctx.trust.home
     receipts = tmp_path_factory.mktemp("gradcheck")
     for op in OPS:
@@ -35,10 +33,6 @@ def setup(module_ctx, tmp_path_factory):
         rep = gradcheck(module_ctx, pkg)
         assert rep.verdict == "pass", (op, rep.why)
         write_gradcheck_receipt(pkg, rep, receipts, seal=module_ctx.seal)
-        if pkg.contract.backward_kernel is not None:
-            proof = conform(module_ctx, pkg)
-            assert proof.ok, (op, report_lines(proof))
-            write_receipt(pkg, make_receipt(pkg, proof), module_ctx.seal)
     wf = tmp_path_factory.mktemp("wf") / "train_median.toml"
     text = (ROOT / "workflows" / "train_median.toml").read_text()
     assert "n = 1000000" in text
@@ -49,13 +43,28 @@ def setup(module_ctx, tmp_path_factory):
     cluster.close()
 
 
+@pytest.fixture(scope="module")
+def device_vjps_proven(setup, module_ctx):
+    """Conformance receipts, in the folder the owners open, for the ops whose VJPs run on the device:
+    no owner proves one again (each would run its whole corpus in its own process, and the driver
+    once more). The slow tests train; the fast ones only read the files."""
+    for op in OPS:
+        pkg = module_ctx.catalog.resolve(op)
+        if pkg.contract.backward_kernel is not None:
+            proof = conform(module_ctx, pkg)
+            assert proof.ok, (op, report_lines(proof))
+            write_receipt(pkg, make_receipt(pkg, proof), module_ctx.seal)
+    return setup
+
+
 def system(setup, module_ctx, **kw):
     return pipeline_system(setup["wf"], SEEDS, rate=0.5, receipts=setup["receipts"], home=setup["home"],
                            allow_unverified=True, ctx=module_ctx, steps=STEPS, **kw)
 
 
 @pytest.mark.slow
-def test_the_median_pipeline_trains_data_parallel_to_the_same_bits(setup, module_ctx):
+def test_the_median_pipeline_trains_data_parallel_to_the_same_bits(device_vjps_proven, module_ctx):
+    setup = device_vjps_proven
     one = system(setup, module_ctx)
     assert (one.k, one.s, one.m) == (7, 1, 0)                # gain, offset, 5 taps; a sample is a seed
     r2 = learn(one.with_shares([1, 3]), client=setup["client"], steps=STEPS)      # two owners, uneven
@@ -107,7 +116,9 @@ shares = [3, 1]
 
 
 @pytest.mark.slow
-def test_the_pipeline_learner_as_a_file_on_the_command_line(setup, module_ctx, tmp_path, monkeypatch, capsys):
+def test_the_pipeline_learner_as_a_file_on_the_command_line(device_vjps_proven, module_ctx, tmp_path, monkeypatch,
+                                                             capsys):
+    setup = device_vjps_proven
     import re
 
     from studio.cli import main
