@@ -9,6 +9,7 @@ import math
 
 import numpy as np
 
+from ..contract.expr import Sym
 from ..contract.signature import Signature
 from ..errors import StudioError
 from ..precision import is_float
@@ -224,7 +225,6 @@ def _lower_bound(sig, primary: str, fixed: dict) -> int:
     same first size: the largest bound of a relation that names the swept size alone on one side
     (`n >= w`, `2 * w + 1 <= n`, `n > k`) with the other side fixed. Its tries cost a whole resolve
     and a refused one an error message: a scan from 0 to w = 255 was most of generating a corpus."""
-    from ..contract.expr import Sym
     lo = 0
     for r in sig.relations:
         if isinstance(r.left, Sym) and r.left.name == primary and r.op in (">=", ">"):
