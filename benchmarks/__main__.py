@@ -16,7 +16,7 @@ from pathlib import Path
 
 RESULTS = Path(__file__).resolve().parent / "results"
 GROUPS = ("median", "overhead", "api", "workflow", "verdict", "window_verdict", "startup", "restore", "learner",
-          "tuning")   # tuning: ~1 min; window_verdict: ~1 min; full only
+          "tuning", "resnet")   # tuning: ~1 min; window_verdict: ~1 min; full only
 QUICK_GROUPS = ("median", "overhead", "api", "workflow", "startup", "learner")   # verdict: ~10 s a run; full only
 
 
@@ -49,7 +49,8 @@ def table(rows: list[dict]) -> str:
              "" if r.get("target") is None else str(r["target"]), "" if r.get("limit") is None else str(r["limit"]))
             for r in rows]
     widths = [max(len(h), *(len(b[i]) for b in body)) if body else len(h) for i, h in enumerate(head)]
-    fmt = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths))
+    def fmt(cells):
+        return "  ".join(c.ljust(w) for c, w in zip(cells, widths))
     return "\n".join([fmt(head), fmt(["-" * w for w in widths])] + [fmt(b) for b in body])
 
 
@@ -70,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
             t = time.perf_counter()
             try:
                 got = _group_rows(g, engine, args.quick, args.margin)
-            except Exception as e:          # a failed group is reported and fails the run; the rest still run
+            except Exception as e:          # noqa: BLE001 (a failed group is reported and fails the run; the rest still run)
                 errors.append(f"{g}: {type(e).__name__}: {e}")
                 traceback.print_exc()
                 continue

@@ -52,7 +52,7 @@ def rows(engine, quick: bool, margin: float) -> list[dict]:
             peer_s[name] = best(fn, repeats if "pandas" not in name else min(repeats, 3))
         peer = min(peer_s, key=peer_s.get)
         for k, p in kernels.items():
-            t = best(lambda: engine.run(p, {"x": x}, {"w": w}), repeats)
+            t = best(lambda p=p, w=w: engine.run(p, {"x": x}, {"w": w}), repeats)
             out.append(row(f"median {k} kernel n=1e6 w={w}", peer, t, peer_s[peer], engine.adapter,
                            limit=round(BASELINE[k, w] * margin, 3),
                            target=TARGET_FAST if k == "fast" else None,

@@ -39,10 +39,10 @@ def interactive():
     def filled(views):
         print("FILLED " + str(len(views)), flush=True)
         QApplication.instance().quit()
-    if win.restoring:
+    if win.state.restoring:
         win.tabsRestored.connect(filled)
     else:
-        filled(win.restored_views)
+        filled(win.state.restored_views)
 from studio.figures import qt_app
 qt_app()
 QTimer.singleShot(0, interactive)

@@ -5,7 +5,6 @@ the same measurement for a bare PySide6 QMainWindow: what any Qt program pays on
 The child also reports whether wgpu was imported (no device work before it is needed)."""
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys

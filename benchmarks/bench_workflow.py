@@ -49,7 +49,9 @@ def rows(engine, quick: bool, margin: float) -> list[dict]:
     text = (ROOT / "workflows" / "spike_removal.toml").read_text()
     fwd = _spiky_reference(engine)
     from studio.engine.workflow.sources import spike_free_signal     # plain numpy (the same generator)
-    peer_fn = lambda: direct(fwd, spike_free_signal, 1_000_000, 7, 7)
+
+    def peer_fn():
+        return direct(fwd, spike_free_signal, 1_000_000, 7, 7)
     want, want_clean = peer_fn()
     tp = best(peer_fn, 3 if quick else 5)
     out = []
@@ -63,7 +65,7 @@ def rows(engine, quick: bool, margin: float) -> list[dict]:
             unverified = []
         # --quick on a fresh user folder (CI) does not spend a minute proving: it runs unverified,
         # which skips regenerating the corpora the receipt check does (the row says so)
-        def ours():
+        def ours(wf=wf, unverified=unverified):
             for attempt in range(3):
                 try:
                     return run_workflow(engine.ctx, wf, allow_unverified=bool(unverified))

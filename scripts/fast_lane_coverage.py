@@ -147,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"fast_lane_coverage: {what} {p}: no such folder", file=sys.stderr)
             return 2
     try:
-        import coverage  # noqa: F401
+        import coverage  # noqa: F401 (imported only to see that it is installed)
     except ImportError:
         print("fast_lane_coverage: coverage is not installed: install the test extras "
               "(.venv/bin/pip install -e '.[test]')", file=sys.stderr)

@@ -92,10 +92,10 @@ def main(argv=None) -> int:
     def shot(widget, name: str) -> None:
         """The widget in the light theme, then in the dark one (the same state, re-rendered)."""
         for theme, suffix in (("light", ""), ("dark", "-dark")):
-            win.set_theme(theme)
+            win.state.set_theme(theme)
             pump(0.3)
             save(widget.grab().toImage(), out / f"{name}{suffix}.png")
-        win.set_theme("light")
+        win.state.set_theme("light")
         pump(0.1)
 
     def size(wh) -> None:
@@ -203,7 +203,7 @@ def main(argv=None) -> int:
         nb.show_cell("reference")
         nb.cell("reference").editor.setFocus()
         pump(0.1)
-        win.find_bar_open()
+        win.cells.find_bar_open()
         win.find_bar.text.setText("median")
         shot(win, "studio-window-find")
         win.find_bar.close_bar()

@@ -12,6 +12,7 @@ from studio.app.autosave import AutosaveStore
 from studio.app.documents import read_folder
 from studio.app.model import OpDocument
 from studio.app.paths import autosave_dir
+from studio.app.recovery import Recovery
 from studio.app.window import MainWindow
 from studio.engine.resources import EXAMPLES
 
@@ -69,11 +70,11 @@ def test_autosave_and_recovery_after_a_crash(qtbot, tmp_path, monkeypatch):
 
     _crash(store)
     assert len(AutosaveStore().orphans()) == 2
-    monkeypatch.setattr(MainWindow, "ask_recovery", lambda self, entries: True)
+    monkeypatch.setattr(Recovery, "ask", lambda self, entries: True)
     win2 = MainWindow(offer_recovery=False)
     qtbot.addWidget(win2)
     try:
-        restored = win2.offer_recovery()
+        restored = win2.recovery.offer()
         assert len(restored) == 2
         by_id = {v.doc.doc_id: v.doc for v in restored}
         wm = by_id[view.doc.doc_id]
@@ -96,11 +97,11 @@ def test_declined_recovery_is_set_aside_not_deleted(qtbot, tmp_path, monkeypatch
     doc = OpDocument(files)
     store.write(store.state(doc))
     _crash(store.root)
-    monkeypatch.setattr(MainWindow, "ask_recovery", lambda self, entries: False)
+    monkeypatch.setattr(Recovery, "ask", lambda self, entries: False)
     win = MainWindow(offer_recovery=False)
     qtbot.addWidget(win)
     try:
-        assert win.offer_recovery() == []
+        assert win.recovery.offer() == []
         assert not list(store.root.glob("*.json"))
         kept = store.root / "declined" / f"{doc.doc_id}.json"
         assert json.loads(kept.read_text())["files"]["op.toml"] == files["op.toml"]

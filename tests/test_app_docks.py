@@ -1,4 +1,4 @@
-"""The tool docks open at a readable width and never grow the window (studio/app/shell_menus.py,
+"""The tool docks open at a readable width and never grow the window (studio/app/docks.py,
 ``show_tool_dock``): Tools ▸ Learner…, Tools ▸ Sharding report… and Publish ▸ Card, each opened
 from its menu in a 1024×700 window, come up a third of the window wide or so (never the 200 px
 floor, never the card's 55 px), the window stays 1024 px wide, and the op's notebook keeps its
@@ -63,7 +63,7 @@ for name in ("learner", "sharding", "card"):
         show_card(win, load_package(view.doc.path))           # Publish ▸ Card
         dock = win.card_dock
     else:
-        next(a for a in win.tools_menu.actions() if name in a.text().lower()).trigger()
+        next(a for a in win.menus.menu("tools").actions() if name in a.text().lower()).trigger()
         dock = win.learner_dock if name == "learner" else win.shard_dock
     settle(60)
     top_left = dock.mapTo(win, QPoint(0, 0))
@@ -79,7 +79,7 @@ for d in (win.learner_dock, win.shard_dock, win.card_dock):
 settle(20)
 win.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, win.learner_dock)
 win.learner_dock.show()
-win.resizeDocks([win.learner_dock], [win.tool_dock_width()[0]], Qt.Orientation.Horizontal)
+win.resizeDocks([win.learner_dock], [win.docks.tool_dock_width()[0]], Qt.Orientation.Horizontal)
 settle(60)
 out["control_sideways"] = view.findChild(QScrollArea, "notebook_scroll").horizontalScrollBar().maximum()
 win.learner_dock.hide()

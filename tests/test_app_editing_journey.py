@@ -47,7 +47,7 @@ def new_op(qtbot, win, folder, template, name, author="ana", license="MIT", visi
         dlg.folder.setText(str(folder))
         qtbot.mouseClick(dlg.buttons.button(dlg.buttons.StandardButton.Ok), Qt.MouseButton.LeftButton)
     QTimer.singleShot(0, fill)
-    win.act_new.trigger()
+    win.menus["file.new"].trigger()
     view = win.current()
     assert view is not None and view.doc.field("id") == f"user/{author}/{name}@1"
     return view

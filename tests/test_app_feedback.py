@@ -33,7 +33,7 @@ def test_f5_scrolls_to_conformance_frames_it_and_its_result_goes_stale(qtbot):
         qtbot.wait(20)
         assert not nb.header_in_view("conformance")
         panel = view.conformance_panel
-        win.act_conform.trigger()                                   # Run ▸ Conformance (F5), from the menu
+        win.menus["run.conformance"].trigger()                                   # Run ▸ Conformance (F5), from the menu
         assert panel.property("running") is True
         qtbot.waitUntil(lambda: nb.header_in_view("conformance"), timeout=2000)
         assert 0 <= header_top(view, "conformance") <= 20           # its header at the top

@@ -50,9 +50,9 @@ hbar = view.notebook.scroll.horizontalScrollBar()
 caret = view.notebook.cells["signature"].caret
 alone = {"caret_shown": caret.isVisible() and len(caret.text()) > 0,"notebook_sideways": hbar.maximum(), "inner_min": view.notebook.scroll.widget().minimumSizeHint().width(),
          "viewport": view.notebook.scroll.viewport().width()}
-for a in win.tools_menu.actions():                       # Tools ▸ Learner…, Tools ▸ Sharding report…
+for a in win.menus.menu("tools").actions():                       # Tools ▸ Learner…, Tools ▸ Sharding report…
     a.trigger()
-next(a for a in win.panels_menu.actions() if a is win.ring_dock.toggleViewAction()).trigger()
+next(a for a in win.menus.menu("view.panels").actions() if a is win.ring_dock.toggleViewAction()).trigger()
 HASH = "0123456789abcdef" * 4
 lp = win.learner_dock.panel                               # what a finished run leaves in it
 lp.steps_table.setRowCount(3)

@@ -40,7 +40,7 @@ def test_tabs_and_recent_survive_kill_9(qtbot, pkg_copy, _isolated_home):
     assert out.returncode == -signal.SIGKILL and "OPENED" in out.stdout, out.stderr[-3000:]
     win = make_window(qtbot)                                   # restores the last session
     try:
-        qtbot.waitUntil(lambda: not win.restoring, timeout=30_000)      # the tabs fill in behind placeholders
+        qtbot.waitUntil(lambda: not win.state.restoring, timeout=30_000)      # the tabs fill in behind placeholders
         paths = [v.doc.path.resolve() for v in win.views]
         assert pkg.resolve() in paths and len(paths) == 2, paths
         from studio.app.paths import recent_packages

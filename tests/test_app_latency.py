@@ -71,7 +71,7 @@ def test_event_loop_stays_responsive_during_a_million_sample_run_and_conformance
         # warm the lanes (worker start-up is not what this test measures: it is off the GUI thread anyway)
         for lane in ("run", "proof"):
             job = win.workers.submit(lane, "ping")
-            qtbot.waitUntil(lambda: not job.active, timeout=60_000)
+            qtbot.waitUntil(lambda job=job: not job.active, timeout=60_000)
         worst = []
         for _attempt in range(2):
             worst.append(run_scenario(qtbot, win, view).worst)

@@ -56,7 +56,7 @@ def test_the_window_offers_the_learner_panel(qtbot):
     win = MainWindow(workers=DeviceWorkers(), offer_recovery=False)
     qtbot.addWidget(win)
     try:
-        act = next(a for a in win.tools_menu.actions() if a.text() == "&Learner…")
+        act = next(a for a in win.menus.menu("tools").actions() if a.text() == "&Learner…")
         assert win.learner_dock.isHidden()
         act.trigger()
         assert not win.learner_dock.isHidden() and isinstance(win.learner_dock.panel, LearnerPanel)

@@ -65,7 +65,7 @@ def test_a_catalog_scan_that_lands_after_its_window_closed_is_dropped(qtbot):
     import shiboken6
 
     from studio.app.catalog_panel import CatalogPanel
-    from studio.app.catalog_scan import scan
+    from studio.engine.services.catalog_scan import scan
     cards = scan([], "p")                                        # the real scan's cards (no device needed)
     panel = CatalogPanel()
     panel.set_cards(cards, "p")

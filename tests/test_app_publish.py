@@ -5,7 +5,7 @@ import os
 import shutil
 
 import pytest
-from conftest import MEDIAN, copy_package
+from conftest import MEDIAN
 
 from studio.app.publish import CardView, PublishDialog, RingPanel
 from studio.app.publish.dialogs import publishing_workers

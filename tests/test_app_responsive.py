@@ -129,7 +129,7 @@ def test_typing_into_every_dialog_with_a_busy_validator_keeps_the_event_loop_res
             assert min(t[0] for t in tries) <= LIMIT_MS, (cls.__name__, field.text(), tries)
             typed += 1
             # the verdict on the last text arrives (debounced: one slow check for the burst)
-            qtbot.waitUntil(lambda: not dlg.checker.pending, timeout=5000)
+            qtbot.waitUntil(lambda dlg=dlg: not dlg.checker.pending, timeout=5000)
         dlg.close()
     assert typed >= 5            # the Publish dialog's license; New op: name, author, license, folder
 

@@ -54,7 +54,7 @@ def test_restored_tabs_fill_in_behind_a_progress_bar_with_the_window_up(qtbot, p
     win, quick, kinds = first_turn(qtbot, lambda: MainWindow(workers=DeviceWorkers(), offer_recovery=False))
     try:
         assert kinds == ["RestoringTab"] * 3, kinds                   # the window answers before any view is built
-        if win.restoring:
+        if win.state.restoring:
             bar = win.statusBar().findChild(QProgressBar, "restore_progress")
             assert bar is not None and bar.maximum() == 3
             assert win.tabs.tabText(2) == "⏳ second" and win.tabs.currentIndex() == 1
@@ -62,7 +62,7 @@ def test_restored_tabs_fill_in_behind_a_progress_bar_with_the_window_up(qtbot, p
         win.tabsRestored.connect(heard.append)
         qtbot.waitUntil(lambda: bool(heard), timeout=60_000)
         views = heard[0]
-        assert len(views) == 3 and not win.restoring and views == win.restored_views
+        assert len(views) == 3 and not win.state.restoring and views == win.state.restored_views
         assert [win.tabs.widget(i) for i in range(3)] == views                       # in their order
         assert views[0].doc.path.resolve() == pkgs[0].resolve() and views[1].path == story_workflow()
         assert win.tabs.currentIndex() == 1                                          # the current one kept
@@ -74,7 +74,7 @@ def test_restored_tabs_fill_in_behind_a_progress_bar_with_the_window_up(qtbot, p
     # the control, in the same run: every view built before the event loop's first turn
     slow, at_once, kinds = first_turn(qtbot, lambda: _built_at_once())
     try:
-        assert kinds == ["DocumentView", "WorkflowView", "DocumentView"] and not slow.restoring
+        assert kinds == ["DocumentView", "WorkflowView", "DocumentView"] and not slow.state.restoring
         assert at_once > 3 * quick, (at_once, quick)
     finally:
         slow.shutdown()
@@ -82,7 +82,7 @@ def test_restored_tabs_fill_in_behind_a_progress_bar_with_the_window_up(qtbot, p
 
 def _built_at_once() -> MainWindow:
     win = MainWindow(workers=DeviceWorkers(), offer_recovery=False, restore_session=False)
-    win.restore_tabs(at_once=True)
+    win.state.restore_tabs(at_once=True)
     return win
 
 
@@ -100,8 +100,8 @@ def test_a_placeholder_closed_before_it_is_filled_in_is_not_restored(qtbot, pkg_
     made.append(win)
     qtbot.addWidget(win)
     try:
-        qtbot.waitUntil(lambda: not win.restoring, timeout=30_000)
-        assert win.tabs.count() == 2 and len(win.restored_views) == 2
+        qtbot.waitUntil(lambda: not win.state.restoring, timeout=30_000)
+        assert win.tabs.count() == 2 and len(win.state.restored_views) == 2
         assert [type(win.tabs.widget(i)).__name__ for i in range(2)] == ["DocumentView", "WorkflowView"]
         qtbot.waitUntil(lambda: list(settings_store().value("session/tabs") or []) == tabs[:2], timeout=5000)
     finally:

@@ -63,7 +63,7 @@ def test_the_window_offers_the_sharding_panel(qtbot):
     win = MainWindow(workers=DeviceWorkers(), offer_recovery=False)
     qtbot.addWidget(win)
     try:
-        act = next(a for a in win.tools_menu.actions() if a.text() == "&Sharding report…")
+        act = next(a for a in win.menus.menu("tools").actions() if a.text() == "&Sharding report…")
         assert win.shard_dock.isHidden()
         act.trigger()
         assert not win.shard_dock.isHidden() and isinstance(win.shard_dock.panel, ShardPanel)

@@ -79,13 +79,13 @@ def test_edit_view_and_help_menus(qtbot, window):
     qtbot.wait(10)                                                       # (Help moves last after __init__)
     tops = [a.text().replace("&", "") for a in window.menuBar().actions() if a.isVisible()]
     assert tops[:4] == ["File", "Edit", "View", "Run"] and tops[-1] == "Help"   # Tools, Publish… between
-    assert {"Undo", "Redo", "Find…", "Find next", "Find previous"} <= set(menu_texts(window.edit_menu))
-    assert window.act_undo.shortcut() == QKeySequence(QKeySequence.StandardKey.Undo)
-    assert window.act_find.shortcut() == QKeySequence(QKeySequence.StandardKey.Find)
-    panels = menu_texts(window.panels_menu)
+    assert {"Undo", "Redo", "Find…", "Find next", "Find previous"} <= set(menu_texts(window.menus.menu("edit")))
+    assert window.menus["edit.undo"].shortcut() == QKeySequence(QKeySequence.StandardKey.Undo)
+    assert window.menus["edit.find"].shortcut() == QKeySequence(QKeySequence.StandardKey.Find)
+    panels = menu_texts(window.menus.menu("view.panels"))
     assert {"Catalog", "Problems", "Main toolbar"} <= {p.split(" — ")[0] for p in panels}
-    assert menu_texts(window.theme_menu) == ["Follow the system", "Light", "Dark"]
-    assert {"Documentation", "Keyboard shortcuts", "About Scellis Studio"} <= set(menu_texts(window.help_menu))
+    assert menu_texts(window.menus.menu("view.theme")) == ["Follow the system", "Light", "Dark"]
+    assert {"Documentation", "Keyboard shortcuts", "About Scellis Studio"} <= set(menu_texts(window.menus.menu("help")))
     from studio.app.menus import ShortcutsDialog, shortcut_rows
     rows = {(m, a): k for m, a, k in shortcut_rows(window)}
     assert rows[("Run", "Run cell")].startswith("Ctrl+Return") and rows[("Run", "Conformance")] == "F5"
@@ -95,9 +95,9 @@ def test_edit_view_and_help_menus(qtbot, window):
     from studio.app.window import about_text
     assert "Scellis Studio 1.2.3" in about_text("1.2.3", "GPU: x")
     # Tools appears when a feature adds an action to it
-    window.tools_menu.addAction("a tool")
+    window.menus.menu("tools").addAction("a tool")
     QApplication.processEvents()
-    assert window.tools_menu.menuAction().isVisible()
+    assert window.menus.menu("tools").menuAction().isVisible()
 
 
 def test_a_closed_dock_comes_back_through_the_view_menu(qtbot, window):
@@ -106,7 +106,7 @@ def test_a_closed_dock_comes_back_through_the_view_menu(qtbot, window):
         close = dock.findChild(QAbstractButton, "qt_dockwidget_closebutton")
         qtbot.mouseClick(close, Qt.MouseButton.LeftButton)               # the dock's own ✕
         assert not dock.isVisible()
-        toggle = next(a for a in window.panels_menu.actions() if a is dock.toggleViewAction())
+        toggle = next(a for a in window.menus.menu("view.panels").actions() if a is dock.toggleViewAction())
         toggle.trigger()                                                 # View ▸ Panels ▸ …
         assert dock.isVisible()
 
@@ -114,7 +114,7 @@ def test_a_closed_dock_comes_back_through_the_view_menu(qtbot, window):
 @pytest.mark.slow
 def test_welcome_page_when_no_tab_is_open(qtbot, window, pkg_copy):
     assert window.tabs.count() == 1 and window.tabs.widget(0) is window.welcome
-    assert window.current() is None and not window.act_save.isEnabled()
+    assert window.current() is None and not window.menus["file.save"].isEnabled()
     # the story's op, one click away
     qtbot.mouseClick(window.welcome.story, Qt.MouseButton.LeftButton)
     view = window.current()
@@ -131,7 +131,7 @@ def test_welcome_page_when_no_tab_is_open(qtbot, window, pkg_copy):
     # with the package just opened among the recent files, a double-click away
     from studio.app.paths import recent_packages
     qtbot.waitUntil(lambda: pkg.resolve() in [p.resolve() for p in recent_packages()], timeout=30_000)   # written off the GUI thread
-    window._show_welcome()
+    window.show_welcome()
     window.close_view(window.welcome)                                 # the Welcome page does not close
     assert window.tabs.currentWidget() is window.welcome
     recent = window.welcome.recent
@@ -144,22 +144,22 @@ def test_welcome_page_when_no_tab_is_open(qtbot, window, pkg_copy):
 
 @pytest.mark.slow
 def test_trust_is_disabled_with_nothing_to_trust(window, tmp_path):
-    assert not window.act_trust.isEnabled()                  # nothing open
+    assert not window.menus["run.trust"].isEnabled()                  # nothing open
     story = window.open_story()                               # the product's own example: trusted
-    assert story.session.runnable and not window.act_trust.isEnabled()
+    assert story.session.runnable and not window.menus["run.trust"].isEnabled()
     sent = shutil.copytree(EXAMPLES / "windowed_median", tmp_path / "sent_to_me",
                            ignore=shutil.ignore_patterns("receipts", "__pycache__"))
     with open(sent / "reference.py", "a") as f:               # not the product's content any more
         f.write("\n# changed by whoever sent it\n")
     view = window.open_path(sent)                             # written elsewhere: untrusted
-    assert not view.session.runnable and window.act_trust.isEnabled()
+    assert not view.session.runnable and window.menus["run.trust"].isEnabled()
     window.tabs.setCurrentWidget(story)
-    assert not window.act_trust.isEnabled()
+    assert not window.menus["run.trust"].isEnabled()
     wf = window.open_workflow(WORKFLOW)
-    assert window.tabs.currentWidget() is wf and not window.act_trust.isEnabled()
+    assert window.tabs.currentWidget() is wf and not window.menus["run.trust"].isEnabled()
     for v in (view, story, wf):
         window.close_view(v, discard=True)
-    assert window.tabs.currentWidget() is window.welcome and not window.act_trust.isEnabled()
+    assert window.tabs.currentWidget() is window.welcome and not window.menus["run.trust"].isEnabled()
 
 
 # ----------------------------------------------------------------------------- running cells, find, undo
@@ -205,7 +205,7 @@ def test_find_in_the_current_code_cell(qtbot, window):
     view = window.open_story()
     ref = view.notebook.cell("reference").editor
     give_focus(qtbot, window, ref)
-    window.act_find.trigger()
+    window.menus["edit.find"].trigger()
     bar = window.find_bar
     assert bar.isVisible() and bar.editor is ref and "Reference" in bar.where.text()
     qtbot.keyClicks(bar.text, "def ")
@@ -214,7 +214,7 @@ def test_find_in_the_current_code_cell(qtbot, window):
     assert bar.matches() == n >= 1 and bar.count.text().startswith(str(n))
     first = ref.textCursor().selectionStart()
     for _ in range(n):                                       # next, n times: wraps around to the first
-        window.act_find_next.trigger()
+        window.menus["edit.find_next"].trigger()
     assert ref.textCursor().selectionStart() == first
     bar.text.setText("no such text anywhere")
     assert not bar.find() and bar.count.text() == "no match"
@@ -235,14 +235,14 @@ def test_undo_and_redo_from_the_edit_menu_follow_the_current_document(window, pk
     summary.insert("a running median")
     summary.editingFinished.emit()
     assert a.doc.field("summary") == "a running median"
-    assert window.act_undo.isEnabled()
+    assert window.menus["edit.undo"].isEnabled()
     window.tabs.setCurrentWidget(b)                            # the other document has nothing to undo
-    assert not window.act_undo.isEnabled()
+    assert not window.menus["edit.undo"].isEnabled()
     window.tabs.setCurrentWidget(a)
-    window.act_undo.trigger()
+    window.menus["edit.undo"].trigger()
     assert a.doc.field("summary") == old and b.doc.field("summary") == old
-    assert window.act_redo.isEnabled()
-    window.act_redo.trigger()
+    assert window.menus["edit.redo"].isEnabled()
+    window.menus["edit.redo"].trigger()
     assert a.doc.field("summary") == "a running median"
 
 
@@ -345,7 +345,7 @@ def test_every_control_has_a_tooltip(qtbot, window):
     notebook = view.notebook
     for c in notebook.cells.values():
         c.set_expanded(True)
-    window.act_find.trigger()
+    window.menus["edit.find"].trigger()
     assert controls_without_tooltips(window) == []    # every cell, the "go to" box, the find bar, panels, docks
     # controls made later: a row added in every table (inputs, params, relations, outputs, bindings,
     # vjp rules) brings its own editors, and they carry their column's tooltip
@@ -393,8 +393,8 @@ def test_geometry_docks_and_tabs_are_restored_on_restart(qtbot, pkg_copy, _isola
 
     second = make_window(qtbot)
     try:
-        assert second.restoring and second.tabs.count() == 3          # placeholders first, then filled in
-        qtbot.waitUntil(lambda: not second.restoring, timeout=30_000)
+        assert second.state.restoring and second.tabs.count() == 3          # placeholders first, then filled in
+        qtbot.waitUntil(lambda: not second.state.restoring, timeout=30_000)
         assert abs(second.width() - size[0]) <= 8 and abs(second.height() - size[1]) <= 8, (second.size(), size)
         assert size[1] != 900                                       # (not the default size)
         assert not second.problems_dock.isVisible() and second.catalog_dock.isVisible()

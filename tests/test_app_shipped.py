@@ -52,7 +52,7 @@ def test_a_shipped_example_opens_as_the_users_copy_and_ctrl_s_never_writes_the_i
     editor.moveCursor(editor.textCursor().MoveOperation.End)
     editor.insertPlainText("\n// my fix goes here\n")
     qtbot.waitUntil(lambda: view.doc.dirty, timeout=5000)
-    window.act_save.trigger()
+    window.menus["file.save"].trigger()
     assert not view.doc.dirty
     assert "// my fix goes here" in (copy / "forward.wgsl").read_text()
     assert digest(FIRST_DRAFT) == before                         # the shipped bytes are unchanged
@@ -100,7 +100,7 @@ def test_a_read_only_install_opens_and_saves_through_the_copy(qtbot, window, rea
     assert not view.doc.read_only
     assert view.doc.path.resolve().is_relative_to(copies_dir().resolve())
     view.doc.set("field:summary", "mine now")
-    window.act_save.trigger()
+    window.menus["file.save"].trigger()
     assert not view.doc.dirty and "mine now" in (view.doc.path / "op.toml").read_text()
     assert digest(draft) == before
 

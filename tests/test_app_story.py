@@ -54,7 +54,7 @@ def new_op_through_dialog(qtbot, win: MainWindow, folder, name="windowed_median"
         dlg.folder.setText(str(folder))
         qtbot.mouseClick(dlg.buttons.button(dlg.buttons.StandardButton.Ok), Qt.MouseButton.LeftButton)
     QTimer.singleShot(0, fill)
-    win.act_new.trigger()
+    win.menus["file.new"].trigger()
     view = win.current()
     assert view is not None and view.doc.field("id") == f"user/{author}/{name}@1"
     return view

@@ -114,8 +114,8 @@ def test_a_dark_system_palette_gives_dark_readable_cells_and_cards(qtbot, window
 def test_the_light_palette_is_readable_too(qtbot, window):
     app = QApplication.instance()
     cells, cards = cells_and_cards(qtbot, window)
-    window.set_theme("light")
-    assert window.theme_actions["light"].isChecked() and not style.is_dark()
+    window.state.set_theme("light")
+    assert window.menus["view.theme.light"].isChecked() and not style.is_dark()
     for name, lightness, ratio in readability(cells + cards):
         assert lightness > 0.7 and ratio >= 4.5, (name, lightness, ratio)
     assert app.palette().color(QPalette.ColorRole.Base) == light_palette().color(QPalette.ColorRole.Base)
@@ -125,20 +125,21 @@ def test_the_light_palette_is_readable_too(qtbot, window):
 def test_view_theme_switches_plots_and_is_remembered(qtbot, window):
     view = window.open_story()
     plot = view.run_panel.plot
-    window.theme_actions["dark"].trigger()
+    window.menus["view.theme.dark"].trigger()
     assert style.is_dark()
     assert plot.backgroundBrush().color().lightnessF() < 0.3
     assert plot.getAxis("bottom").textPen().color().lightnessF() > 0.7
     assert window.settings.value("theme") == "dark"
-    window.theme_actions["light"].trigger()
+    window.menus["view.theme.light"].trigger()
     assert plot.backgroundBrush().color().lightnessF() > 0.9
     assert plot.getAxis("bottom").textPen().color().lightnessF() < 0.3
-    window.theme_actions["system"].trigger()
+    window.menus["view.theme.system"].trigger()
     assert window.theme.choice == "system"
 
 
-SHELL_FILES = ["window.py", "main.py", "catalog_panel.py", "catalog_scan.py", "session.py", "workflow_view.py",
-               "running.py", "proofs.py", "export.py", "menus.py", "welcome.py", "settings.py",
+SHELL_FILES = ["window.py", "main.py", "catalog_panel.py", "session.py", "workflow_view.py",
+               "running.py", "proofs.py", "export.py", "menus.py", "welcome.py", "settings.py", "shell_menus.py",
+               "docks.py", "window_state.py",
                "panels/conformance.py", "panels/gradcheck.py", "panels/run.py", "panels/job.py"]
 NOTEBOOK_FILES = ["notebook.py", "new_op.py", "editors.py", "problems.py", "shard_view.py", "learner_view.py",
                   *(f"cells/{p.name}" for p in sorted((Path(__file__).resolve().parents[1] / "studio" / "app" / "cells")
@@ -255,9 +256,9 @@ def test_dark_theme_at_run_time_gives_readable_legends(qtbot, window):
     for p in plots:
         p.plot([0, 1, 2], [0, 1, 0], name="output y (device)")
         p.getPlotItem().legend.setVisible(True)
-    window.theme_actions["light"].trigger()
+    window.menus["view.theme.light"].trigger()
     qtbot.wait(20)
-    window.theme_actions["dark"].trigger()
+    window.menus["view.theme.dark"].trigger()
     qtbot.wait(50)
     for p in plots:
         bg, ink = bg_and_ink(legend_image(p))
@@ -297,7 +298,7 @@ def test_dark_theme_input_fields_keep_their_frames(qtbot, window):
     field = next(w for w in meta.findChildren(QLineEdit) if w.isVisible())
     spin = next(w for w in run.findChildren(QSpinBox) if w.isVisible())
     check = next(w for w in conf.findChildren(QCheckBox) if w.isVisible())
-    window.theme_actions["dark"].trigger()
+    window.menus["view.theme.dark"].trigger()
     qtbot.wait(50)
     window.setFocus()                                     # (a focused field is framed in the highlight)
     checks = [(meta, field), (run, spin)]

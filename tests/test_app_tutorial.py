@@ -207,7 +207,7 @@ def menu_paths(win) -> set[str]:
 
 
 def bound_keys(win) -> set[str]:
-    return {s.toString(QKeySequence.SequenceFormat.PortableText) for a in win.findChildren(type(win.act_new))
+    return {s.toString(QKeySequence.SequenceFormat.PortableText) for a in win.findChildren(type(win.menus["file.new"]))
             for s in a.shortcuts()}
 
 
@@ -280,7 +280,7 @@ def step_1(f: Follow) -> None:
         f.look(1)
         qtbot.mouseClick(dlg.buttons.button(dlg.buttons.StandardButton.Ok), Qt.MouseButton.LeftButton)
     QTimer.singleShot(0, fill)
-    win.act_new.trigger()
+    win.menus["file.new"].trigger()
     view = f.view = win.current()
     assert view is not None and view.doc.field("id") == OP_ID
     assert (f.folder / "windowed_median" / "op.toml").is_file()
@@ -347,7 +347,7 @@ def step_4(f: Follow) -> None:
     rp = view.run_panel
     assert rp.n.value() == 1_000_000 and rp.param_spins["w"].value() == 7
     view.notebook.show_cell("run")
-    f.win.act_run.trigger()                                          # Run ▸ Run on device (F7)
+    f.win.menus["run.device"].trigger()                                          # Run ▸ Run on device (F7)
     qtbot.waitUntil(lambda: rp.run_button.isEnabled() and rp.chip.text() in ("done", "error"), timeout=50_000)
     assert rp.chip.text() == "done", rp.info.text()
     x, y = rp.data["input"], rp.data["output"]
@@ -406,7 +406,7 @@ def step_6(f: Follow) -> None:
     draft = guard(f.code(4, "wgsl")[0])
     kernel = view.notebook.cell("kernel").editor
     type_replace(kernel, draft, good)
-    win.act_save.trigger()                                           # File ▸ Save (Ctrl+S)
+    win.menus["file.save"].trigger()                                           # File ▸ Save (Ctrl+S)
     assert not view.doc.dirty and good in (pkg_dir / "forward.wgsl").read_text()
     panel = view.conformance_panel
     ctrl_enter(f, "conformance", panel.seed)
@@ -438,7 +438,7 @@ def step_7(f: Follow) -> None:
     qtbot, view = f.qtbot, f.view
     gp = view.gradcheck_panel
     view.notebook.show_cell("gradcheck")
-    f.win.act_gradcheck.trigger()
+    f.win.menus["run.gradcheck"].trigger()
     qtbot.waitUntil(lambda: gp.run_button.isEnabled() and gp.chip.text() not in ("", "running"), timeout=50_000)
     assert gp.chip.text() == "PASS", gp.verdict.text()
     xs, ys = gp.scatter.getData()
@@ -503,7 +503,7 @@ def step_9(f: Follow) -> None:
         dlg.selectFile(str(wf))
         dlg.accept()
     QTimer.singleShot(0, pick)
-    win.act_open_workflow.trigger()
+    win.menus["file.open_workflow"].trigger()
     view = win.tabs.currentWidget()
     assert getattr(view, "path", None) == wf.resolve(), view
     assert [c.name for c in view.cells] == ["signal", "limit", "median", "smooth"]

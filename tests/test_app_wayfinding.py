@@ -125,11 +125,11 @@ def test_open_workflow_starts_in_the_users_folder_not_the_processs(qtbot, tmp_pa
     try:
         QTimer.singleShot(0, answer)
         monkeypatch.setattr(QFileDialog, "getOpenFileName", _qt_own_dialog)
-        win.act_open_workflow.trigger()
+        win.menus["file.open_workflow"].trigger()
         assert seen and seen[0] != Path(os.getcwd()) and seen[0] == Path.home(), seen
         ours = Path(os.environ["SCELLIS_HOME"]) / "workflows"
         ours.mkdir(parents=True)
-        assert win.workflow_start_dir() == ours
+        assert win.state.workflow_start_dir() == ours
     finally:
         win.shutdown()
 

@@ -48,7 +48,7 @@ def window(qtbot):
 @pytest.mark.slow
 def test_run_all_plots_every_step_and_matches_the_cli_hashes(qtbot, window, tmp_path):
     wf = story(tmp_path)
-    assert window.act_open_workflow.text() == "Open workflow…"            # File ▸ Open workflow…
+    assert window.menus["file.open_workflow"].text() == "Open workflow…"            # File ▸ Open workflow…
     view = window.open_workflow(wf)
     assert window.tabs.currentWidget() is view
     assert [c.name for c in view.cells] == ["signal", "limit", "median", "smooth"]

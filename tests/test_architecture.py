@@ -175,10 +175,63 @@ def test_the_reference_host_program_loads_no_numpy_or_studio_at_its_top_level(tm
     assert out.strip() == "[]"
 
 
-def test_modules_stay_small():
-    big = {str(p.relative_to(ENGINE.parent)): n for p in sorted(ENGINE.parent.rglob("*.py"))
-           if (n := len(p.read_text().splitlines())) > 420 and "resources" not in p.parts}
-    assert big == {}
+# ------------------------------------------------------------------ the size of the code
+# What grows unseen is a package, not a module: each package's own modules (its folder's *.py, not its
+# subpackages') together stay under a budget of lines, set at its size when the budget was set plus about
+# 10 %. A package that outgrows it is split, or its budget raised here, in review: a decision, not a drift.
+# How complex each function may be is the lint's (C901, pyproject.toml [tool.ruff.lint.mccabe];
+# tests/test_lint.py runs it), not a cap on a module's lines.
+PACKAGE_LINES = {
+    "scellis": 600,
+    "studio": 450,
+    "studio/app": 7000,
+    "studio/app/cells": 1800,
+    "studio/app/panels": 1250,
+    "studio/app/publish": 500,
+    "studio/cli": 1250,
+    "studio/document": 350,
+    "studio/engine": 950,
+    "studio/engine/contract": 3850,
+    "studio/engine/device": 1750,
+    "studio/engine/grad": 550,
+    "studio/engine/learner": 4400,
+    "studio/engine/proof": 7200,
+    "studio/engine/publish": 1500,
+    "studio/engine/records": 550,
+    "studio/engine/services": 2750,
+    "studio/engine/sharding": 950,
+    "studio/engine/train": 250,
+    "studio/engine/trust": 2800,
+    "studio/engine/worker": 750,
+    "studio/engine/workflow": 2800,
+}
+
+
+def package_lines(root: Path) -> dict[str, int]:
+    """Each package under ``root`` (a folder with an __init__.py) -> the lines of its own modules."""
+    return {str(d.relative_to(root)): sum(len(p.read_text().splitlines()) for p in d.glob("*.py"))
+            for d in sorted({i.parent for top in ("studio", "scellis") for i in (root / top).rglob("__init__.py")})}
+
+
+def over_budget(lines: dict[str, int], budget: dict[str, int]) -> list[str]:
+    return ([f"{p}: {n} lines, over its budget of {budget[p]}" for p, n in lines.items() if p in budget and n > budget[p]]
+            + [f"{p}: a new package, with no budget in PACKAGE_LINES" for p in lines if p not in budget]
+            + [f"{p}: a budget for no package" for p in budget if p not in lines])
+
+
+def test_packages_stay_within_their_line_budgets():
+    assert over_budget(package_lines(ENGINE.parents[1]), PACKAGE_LINES) == []
+
+
+def test_the_line_budget_can_fail(tmp_path):
+    for pkg, text in (("studio", ""), ("studio/small", "x = 1\n" * 11), ("scellis", ""), ("studio/new", "")):
+        (tmp_path / pkg).mkdir(parents=True)
+        (tmp_path / pkg / "__init__.py").write_text(text)
+    lines = package_lines(tmp_path)
+    assert lines == {"scellis": 0, "studio": 0, "studio/new": 0, "studio/small": 11}
+    assert over_budget(lines, {"scellis": 1, "studio": 1, "studio/small": 10, "studio/gone": 5}) == [
+        "studio/small: 11 lines, over its budget of 10", "studio/new: a new package, with no budget in PACKAGE_LINES",
+        "studio/gone: a budget for no package"]
 
 
 # ------------------------------------------------------------------ the front ends through services (issue 29)

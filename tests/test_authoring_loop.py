@@ -197,9 +197,11 @@ def test_a_generator_check_is_never_answered_from_the_cache(ctx, pkg_copy):
 # ------------------------------------------------------------------ the Conformance cell shows the split
 def test_the_conformance_cell_shows_the_phase_split(qtbot):
     from studio.app.panels.conformance import ConformancePanel, timing_line
-    timing = {"phases": {"corpus": 0.01, "category": 0.0, "dispatch": 0.31, "compare": 0.12, "backward": 0.0},
-              "first_failure_s": 0.05, "forward_verdict_s": 0.44, "total_s": 0.45, "cached": ["category", "backward"]}
+    from studio.engine.proof.progressive import Timing, timing_text
+    timing = Timing(phases={"corpus": 0.01, "category": 0.0, "dispatch": 0.31, "compare": 0.12, "backward": 0.0},
+                    first_failure=0.05, forward=0.44, total=0.45, cached=["category", "backward"]).to_json()
     line = timing_line(timing)
+    assert line == "time — " + timing_text(timing)          # one presenter: the CLI's report line too
     assert "dispatch 0.31 s" in line and "backward cached" in line and "first failure at 0.05 s" in line
     assert timing_line(None) == ""
     p = ConformancePanel(8)

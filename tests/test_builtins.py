@@ -2,11 +2,11 @@
 import numpy as np
 import pytest
 from conftest import BUILTINS
+from proof_store import proven
 
 from studio.engine.contract.package import load_package
 from studio.engine.contract.tolerance import compare
 from studio.engine.grad.run import run_op
-from studio.engine.proof.conformance import conform
 
 NAMES = sorted(str(p.parent.relative_to(BUILTINS)) for p in BUILTINS.rglob("op.toml"))   # nn/softmax too
 
@@ -52,6 +52,18 @@ RANDOM_CASES = {
                                           {"k": 3, "p": 1}),
     "conv2d_bf16_weight_grad_strided": lambda r: ({"x": r.normal(size=(6, 3, 12, 12)), "dy": r.normal(size=(6, 4, 6, 6))},
                                                   {"k": 7, "s": 2, "p": 3}),
+    # the small bf16 ResNet's other nodes (tests/test_nn_resnet_ops.py): the activation, the residual sum, the pool,
+    # the classifier head and its loss, with their gradient ops
+    "nn/relu_bf16": lambda r: ({"x": r.normal(size=(6, 3, 12, 12))}, {}),
+    "nn/relu_bf16_vjp": lambda r: ({"x": r.normal(size=(6, 3, 12, 12)), "dy": r.normal(size=(6, 3, 12, 12))}, {}),
+    "nn/add_bf16": lambda r: ({"a": r.normal(size=(6, 3, 12, 12)), "b2": r.normal(size=(6, 3, 12, 12))}, {}),
+    "nn/global_avg_pool_bf16": lambda r: ({"x": r.normal(size=(6, 3, 12, 12))}, {}),
+    "nn/global_avg_pool_bf16_vjp": lambda r: ({"dy": r.normal(size=(6, 3))}, {"n": 12}),
+    "nn/linear": lambda r: ({"x": r.normal(size=(6, 16)), "w": r.normal(size=(10, 16)), "bias": r.normal(size=10)}, {}),
+    "nn/linear_input_vjp": lambda r: ({"dy": r.normal(size=(6, 10)), "w": r.normal(size=(10, 16))}, {}),
+    "nn/linear_weight_grad": lambda r: ({"x": r.normal(size=(64, 16)), "dy": r.normal(size=(64, 10))}, {}),
+    "nn/softmax_xent": lambda r: ({"z": r.normal(scale=5, size=(100, 10)),
+                                   "t": np.eye(10)[r.integers(0, 10, 100)]}, {}),
 }
 
 
@@ -85,12 +97,13 @@ def test_kernel_matches_reference_on_random_inputs(ctx, name, device):
 
 # Every builtin passes its own whole conformance, each proven once per run: the top-level builtins where
 # the public bar proves them (tests/test_publish.py::test_every_builtin_clears_the_whole_public_bar_once_
-# proven_here), the ones in subfolders (core/nn/*, which that bar test does not list) here.
+# proven_here), the ones in subfolders (core/nn/*, which that bar test does not list) here, through the
+# run's proof store (proof_store.py: a test that asked first, such as tests/test_nn_resnet_ops.py, shares its proof).
 @pytest.mark.slow
 @pytest.mark.parametrize("name", [n for n in NAMES if "/" in n])
-def test_every_builtin_passes_its_own_conformance(ctx, name, device):
-    rep = conform(ctx, load_package(BUILTINS / name))
-    assert rep.ok, "\n".join(f.describe() for f in rep.failures[:3]) + "".join(e.format() for e in rep.category_errors)
+def test_every_builtin_passes_its_own_conformance(ctx, name, device, proof_store):
+    entry = proven(proof_store, ctx, load_package(BUILTINS / name))
+    assert entry["verdict"] == "pass", "\n".join(entry["lines"])
 
 
 def test_every_builtin_is_proven_whole_once_in_the_suite():

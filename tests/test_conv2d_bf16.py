@@ -141,7 +141,8 @@ def test_the_device_kernels_agree_with_the_references_on_the_resnet_shapes(ctx, 
     f = rng.integers(-8, 9, (o, c, k, k)).astype(np.float32)
     m = (n + 2 * p - k) // s + 1
     dy = rng.integers(-8, 9, (b, o, m, m)).astype(np.float32)
-    pk = lambda name: load_package(BUILTINS / name)          # noqa: E731
+    def pk(name):
+        return load_package(BUILTINS / name)
     got = {"y": run_op(ctx, pk("conv2d_bf16_strided"), {"x": x, "f": f}, {"s": s, "p": p})["y"],
            "dx": run_op(ctx, pk("conv2d_bf16_input_vjp_strided"), {"dy": dy, "f": f}, {"s": s, "p": p, "n": n})["dx"],
            "df": run_op(ctx, pk("conv2d_bf16_weight_grad_strided"), {"x": x, "dy": dy}, {"k": k, "s": s, "p": p})["df"]}
@@ -201,6 +202,25 @@ def test_the_weight_gradient_sums_in_its_named_order_past_the_old_batch_cap(ctx)
     kk = 256 + -(-b * m * m // 256)
     assert np.all(np.abs(got - exact) <= kk * 2.0 ** -24 / (1 - kk * 2.0 ** -24) * size * (1 + 2.0 ** -7)
                   + 2.0 ** -8 * np.abs(exact))
+
+
+@pytest.mark.parametrize("name, s", [("conv2d_bf16_weight_grad", 1), ("conv2d_bf16_weight_grad_strided", 2)])
+def test_one_invocation_per_output_keeps_the_named_order_on_small_batches(ctx, name, s):
+    """Up to 64 chunks (b·m² ≤ 16,384: a training replica) each lane takes an output and sums it alone
+    in the same chunked-256 order: the device's bits are the model's, every element; 24·8·8 = 1,536
+    terms make 6 chunks, and the sequential order's bits differ (the control)."""
+    ref = reference(name)
+    rng = np.random.default_rng(5)
+    b, c, o, n, k, p = 24 * s * s, 3, 4, 8, 3, 1
+    m = (n + 2 * p - k) // s + 1
+    x = bf16(rng, b, c, n, n) * np.exp2(rng.integers(-6, 7, (b, c, n, n))).astype(np.float32)
+    dy = bf16(rng, b, o, m, m) * np.exp2(rng.integers(-6, 7, (b, o, m, m))).astype(np.float32)
+    x[b // 2:], dy[b // 2:] = x[:b // 2], -dy[:b // 2]        # cancellation: the order shows in the bits
+    assert b * m * m <= 16_384
+    params = {"k": k, "p": p} | ({"s": s} if s > 1 else {})
+    got = np.asarray(run_op(ctx, load_package(BUILTINS / name), {"x": x, "dy": dy}, params)["df"], np.float64)
+    assert np.array_equal(got, rnd(ref.chunked_f32(x, dy, k, s, p)))
+    assert np.count_nonzero(rnd(sequential_f32(x, dy, k, s, p)) != got) > 0
 
 
 BROKEN = [

@@ -123,7 +123,8 @@ def test_a_builtin_bound_without_terms_is_refused_at_check_and_conformance(ctx, 
 
 
 def test_backward_classes_are_capped_like_forward_ones():
-    bw = lambda cls: parse_tolerance(cls, "reduction")      # noqa: E731  (how the contract parses it)
+    def bw(cls):          # how the contract parses it
+        return parse_tolerance(cls, "reduction")
     assert check_class_fits_category(parse_tolerance("ulp(64)", "elementwise"))
     assert check_backward_class(bw("ulp(16)"))[0].field == "backward.tolerance"
     assert check_backward_class(bw("ulp(4)")) == [] and check_backward_class(bw("exact")) == []

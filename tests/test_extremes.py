@@ -12,7 +12,7 @@ from conftest import _authored
 from studio.engine.contract.package import load_package
 from studio.engine.contract.signature import parse_signature
 from studio.engine.errors import StudioError
-from studio.engine.proof import extremes, pairwise
+from studio.engine.proof import pairwise
 from studio.engine.proof.conformance import conform, report_lines, size_plan
 from studio.engine.proof.corpus import SEEDS, axis_env, generate, regenerate
 

@@ -61,8 +61,6 @@ def test_a_tampered_receipt_file_says_why(tmp_path):
     bad.write_text('{"schema": "scellis-receipt/1", "op": 3}')
     why = standing.why_unreadable(bad)
     assert len(why) == 1 and why[0]
-    with pytest.raises(StudioError):
-        standing.kept_receipt(bad)
 
 
 def test_the_one_argument_module_judges_pairs_and_candidates():

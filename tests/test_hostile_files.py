@@ -83,7 +83,7 @@ def bounded(fn, seconds: float = 20.0):
     def run():
         try:
             box["value"] = fn()
-        except BaseException as e:      # re-raised in the test's thread
+        except BaseException as e:      # noqa: BLE001 (re-raised in the test's thread)
             box["error"] = e
     t = threading.Thread(target=run, daemon=True)
     t.start()

@@ -51,7 +51,7 @@ def provoke(device, name: str) -> str:
         device.pipeline(src, entry, {0: entries}, file="k.wgsl")
     except StudioError as e:            # naga's errors come already placed at the author's line
         return e.message
-    except Exception as e:               # wgpu's validation error: its text is all it carries
+    except Exception as e:               # noqa: BLE001 (wgpu's validation error: its text is all it carries)
         return str(e)
     raise AssertionError(f"{name}: the pipeline was accepted")
 

@@ -55,7 +55,7 @@ class CountingHighlighter(QSyntaxHighlighter):
         self.fmt.setForeground(QColor("#a00"))
         self.calls = 0
 
-    def highlightBlock(self, text: str) -> None:  # noqa: N802 - Qt's name
+    def highlightBlock(self, text: str) -> None:  # Qt's name
         for i in range(len(text)):
             self.setFormat(i, 1, self.fmt)
         self.setCurrentBlockState(len(text))

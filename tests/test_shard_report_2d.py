@@ -20,14 +20,13 @@ import numpy as np
 import pytest
 from conftest import BUILTINS, copy_package
 
-from studio.engine import bfloat16 as bf
 from studio.engine.contract.package import load_package
 from studio.engine.grad.run import run_op
 from studio.engine.sharding.kinds import EXACT, ROUNDED
 from studio.engine.sharding.measure import difference, identity, rnd_bf16, shards
 from studio.engine.sharding.report import report_lines, shard_report
 
-B, C, O, N = 12, 3, 4, 12
+B, C, OC, N = 12, 3, 4, 12
 
 WORKFLOW = """
 [workflow]
@@ -85,8 +84,8 @@ def data():
     12·12·12 of them), while the outputs need more than bf16's 8 bits, so the roundings are real."""
     rng = np.random.default_rng(2027)          # a seed where no whole-batch df is exactly 0 (its ulp would be 2^-133)
     return {"x": rng.integers(-4, 5, (B, C, N, N)).astype(np.float32),
-            "f": rng.integers(-4, 5, (O, C, 3, 3)).astype(np.float32),
-            "f7": rng.integers(-2, 3, (O, C, 7, 7)).astype(np.float32)}
+            "f": rng.integers(-4, 5, (OC, C, 3, 3)).astype(np.float32),
+            "f7": rng.integers(-2, 3, (OC, C, 7, 7)).astype(np.float32)}
 
 
 def write_workflow(root, ops: dict | None = None):

@@ -121,7 +121,7 @@ def test_every_string_field_of_every_shipped_op_is_found_where_its_text_starts()
         text = toml.read_text("utf-8")
         lines = text.split("\n")
 
-        def walk(node, path):
+        def walk(node, path, text=text, lines=lines, toml=toml):
             nonlocal n
             for k, v in node.items():
                 if isinstance(v, dict):
@@ -142,7 +142,7 @@ def test_keys_of_every_shipped_workflow_and_learner_file_are_found_at_their_key(
         text = toml.read_text("utf-8")
         lines = text.split("\n")
 
-        def walk(node, path):
+        def walk(node, path, text=text, lines=lines, toml=toml):
             nonlocal n
             for k, v in node.items():
                 line, col = position(text, (*path, k), key=True)

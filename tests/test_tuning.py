@@ -327,7 +327,7 @@ def test_the_tune_panel_is_in_the_tools_menu(qtbot):
     win = MainWindow(workers=DeviceWorkers(), offer_recovery=False)
     qtbot.addWidget(win)
     try:
-        act = next(a for a in win.tools_menu.actions() if a.text() == "&Tune kernel…")
+        act = next(a for a in win.menus.menu("tools").actions() if a.text() == "&Tune kernel…")
         assert win.tune_dock.isHidden()
         act.trigger()
         assert not win.tune_dock.isHidden() and isinstance(win.tune_dock.panel, TunePanel)

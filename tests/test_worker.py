@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -16,6 +17,7 @@ import pytest
 from studio.engine.contract.package import load_package
 from studio.engine.errors import StudioError
 from studio.engine.grad.run import run_op
+from studio.engine.services.requests import Args, Entry
 from studio.engine.worker import transport
 from studio.engine.worker.client import WorkerCancelled, WorkerClient, WorkerTimeout
 from studio.engine.worker.transport import SHM_MIN_BYTES
@@ -114,12 +116,12 @@ def test_large_arrays_travel_through_shared_memory_and_nothing_leaks(client):
 
 def test_pipelines_stay_cached_in_the_worker(client):
     client.call("run", target=str(FILL), params={"n": 10, "v": 2.5})
-    n1 = client.call("ping")["pipelines"]
+    n1 = client.call("ping").pipelines
     for _ in range(3):
         client.call("run", target=str(FILL), params={"n": 10, "v": 2.5})
-    assert client.call("ping")["pipelines"] == n1
+    assert client.call("ping").pipelines == n1
     client.call("run", target=str(SPIN), inputs=FREE, params={"k": 64})       # another kernel: one more
-    assert client.call("ping")["pipelines"] == n1 + 1
+    assert client.call("ping").pipelines == n1 + 1
 
 
 @pytest.mark.slow
@@ -148,7 +150,7 @@ def test_conformance_in_the_worker_forwards_progress_and_writes_the_receipt(clie
 def test_unknown_requests_and_registered_ones(client):
     with pytest.raises(StudioError, match="no request 'nope'"):
         client.call("nope")
-    with WorkerClient(handlers={"echo": _echo}) as c:        # a client's own kinds go to its child
+    with WorkerClient(entries={"echo": ECHO}) as c:        # a client's own entries go to its child
         big = np.arange(50_000, dtype=np.float64)
         got = c.call("echo", a=big, b=[1, (2, "three")], c={"d": big[:3]})
         np.testing.assert_array_equal(got["a"], big)
@@ -157,9 +159,18 @@ def test_unknown_requests_and_registered_ones(client):
         client.call("echo")                     # and to no other client's
 
 
+class EchoArgs(Args):
+    a: Any = None
+    b: Any = None
+    c: Any = None
+
+
 def _echo(req, **kwargs):
     req.progress(1, 1)
     return kwargs
+
+
+ECHO = Entry("echo", EchoArgs, _echo, dict, takes="req")
 
 
 # ------------------------------------------------------------------ memory budgets

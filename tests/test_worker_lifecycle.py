@@ -20,9 +20,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from studio.engine.worker import handlers
+from studio.engine.services.requests import Entry, Kind, RunArgs, serve
 from studio.engine.worker.child import EXIT_EXPIRED, GRACE_S, Lifeline, child_main
-from studio.engine.worker.client import HANDLERS, WorkerClient, WorkerTimeout
+from studio.engine.worker.client import WorkerClient, WorkerTimeout
 from studio.engine.worker.transport import pack
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="finds processes through /proc")
@@ -173,7 +173,7 @@ from studio.engine.worker.client import WorkerClient
 
 if __name__ == "__main__":
     client = WorkerClient(budget_s=600, death_signal=False)     # the watchdog alone, as on macOS
-    print(client.call("ping")["pid"], flush=True)
+    print(client.call("ping").pid, flush=True)
     client.call("run", target=sys.argv[1], inputs={"x": np.array([0, 1, 2, 3], np.uint32)},
                 params={"k": 4000000000})
 '''
@@ -210,7 +210,10 @@ def test_without_the_death_signal_the_watchdog_alone_ends_the_worker(tmp_path):
 def progress_then_run(req, **kwargs):
     """A request that shows one sign of life, then runs the kernel (it never ends)."""
     req.progress(0, 1)
-    return handlers.run(req, **kwargs)
+    return serve(req, Kind.RUN, kwargs)
+
+
+PROGRESS_THEN_RUN = Entry("progress_then_run", RunArgs, progress_then_run, dict, takes="req")
 
 
 @pytest.mark.slow
@@ -223,8 +226,8 @@ def test_a_parent_that_stops_reading_cannot_keep_a_runaway_kernel_going():
         entered.set()
         release.wait(60)
 
-    with WorkerClient(handlers={"progress_then_run": progress_then_run}) as client:
-        pid = client.call("ping")["pid"]
+    with WorkerClient(entries={"progress_then_run": PROGRESS_THEN_RUN}) as client:
+        pid = client.call("ping").pid
         start = _stat(pid)[2]
         fut = client.submit("progress_then_run", budget_s=2.0, progress=hung, target=str(SPIN), inputs=STUCK,
                             params={"k": RUNAWAY_K})
@@ -237,7 +240,7 @@ def test_a_parent_that_stops_reading_cannot_keep_a_runaway_kernel_going():
         assert not left, "the child outlived its own budget"
         assert alive_at_budget and elapsed < 2.0 + GRACE_S + 1.0, elapsed
         assert info.value.budget_s == 2.0 and "spin" in info.value.op
-        assert client.call("ping")["pid"] not in (None, pid)          # the next call gets a fresh child
+        assert client.call("ping").pid not in (None, pid)          # the next call gets a fresh child
         print(f"\nparent not reading: the child ended its own request {elapsed:.2f} s after its last sign "
               f"of life (budget 2.0 s + grace {GRACE_S:g} s)")
 
@@ -247,7 +250,7 @@ def test_the_childs_watchdog_sends_a_last_message_and_exits():
     ctx = mp.get_context("spawn")
     parent, child = ctx.Pipe(duplex=True)
     alive_r, alive_w = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=child_main, args=(child, dict(HANDLERS), Lifeline(os.getpid(), alive_r, 120.0)),
+    proc = ctx.Process(target=child_main, args=(child, {}, Lifeline(os.getpid(), alive_r, 120.0)),
                        daemon=True)
     proc.start()
     child.close()

@@ -81,7 +81,7 @@ def test_the_shipped_workflows_parse_into_a_dag():
     (SIGNAL + '[report]\nraw = "signal.y"\ncleaned = "signal.y"\n', "[report]", "report", "needs clean"),
     (SIGNAL + '[sources.c]\nfill = 1.0\n', "1.0", "sources.c.fill", "needs like"),
     (SIGNAL + '[sources.c]\nspike_free = "nosuch"\n', '"nosuch"', "sources.c.spike_free", "is not a step"),
-    (SIGNAL + '[sources.c]\nfile = "x.wav"\ntrainable = true\n', "true", "sources.c.trainable", "only values and fill"),
+    (SIGNAL + '[sources.c]\nfile = "x.wav"\ntrainable = true\n', "true", "sources.c.trainable", "only values, fill and init"),
 ])
 def test_a_bad_workflow_file_is_refused_at_its_position(body, needle, field, words):
     text = HEAD + body

@@ -173,7 +173,7 @@ class CatalogPanel(QWidget):
                 self.cards[d["id"]].update_data(d)
             self._status(cards, profile)
             return
-        for key, g in self.groups.items():
+        for g in self.groups.values():
             for it in [g.child(i) for i in range(g.childCount())]:
                 if self.tree.itemWidget(it, 0) is not None:
                     g.removeChild(it)

@@ -3,7 +3,7 @@ goes to the worker's ``check`` (the checker plus a real compile of the kernel by
 validator); its findings, with their file, line and column, become the document's problems —
 one more at each place a finding relates to (a descriptor/WGSL disagreement is marked on both
 lines). When the code is trusted, the worker then imports the reference in its sandbox
-(``reference``, studio/app/reference_check.py): an error at import is a problem at its line.
+(``reference``, studio/engine/services/reference_check.py): an error at import is a problem at its line.
 
 At once, without waiting for the worker: the manifest's own parse error, and the reference
 parsed by ``ast.parse`` as the user types (a syntax error at its line and column)."""
@@ -145,7 +145,7 @@ class CheckController(QObject):
         self.imports_done += 1
         if gen != self.generation:
             return
-        errs = rep.get("errors", []) if isinstance(rep, dict) else []
+        errs = rep.get("errors", []) if isinstance(rep, dict) else list(getattr(rep, "errors", []))   # ReferenceReport
         self.imported = [p for e in errs for p in all_from_json(e, roots, "import")]
         self._emit()
 

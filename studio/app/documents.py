@@ -9,7 +9,7 @@ import os
 import re
 from pathlib import Path
 
-from ..document.model import Document, read_folder  # noqa: F401 (read_folder: the app's name for it)
+from ..document.model import Document, read_folder  # read_folder: the app's name for it
 from ..engine.context import Context
 from ..engine.contract.contract import VISIBILITIES as VISIBILITY_CHOICES
 from ..engine.contract.package import MANIFEST, write_package

@@ -48,10 +48,10 @@ class _Gutter(QWidget):
         super().__init__(editor)
         self.editor = editor
 
-    def sizeHint(self) -> QSize:  # noqa: N802
+    def sizeHint(self) -> QSize:
         return QSize(self.editor.gutter_width(), 0)
 
-    def paintEvent(self, event) -> None:  # noqa: N802
+    def paintEvent(self, event) -> None:
         self.editor.paint_gutter(event)
 
 
@@ -187,7 +187,7 @@ class CodeEditor(QPlainTextEdit):
     def marker_at(self, line: int) -> Marker | None:
         return next((m for m in self.markers if m.line == line), None)
 
-    def changeEvent(self, e) -> None:  # noqa: N802
+    def changeEvent(self, e) -> None:
         super().changeEvent(e)
         if e.type() in (QEvent.Type.PaletteChange, QEvent.Type.ApplicationPaletteChange):
             self._show_markers()                 # the marks' colours for the new palette; the gutter repaints
@@ -223,7 +223,7 @@ class CodeEditor(QPlainTextEdit):
         else:
             self._gutter.update(0, rect.y(), self._gutter.width(), rect.height())
 
-    def resizeEvent(self, e) -> None:  # noqa: N802
+    def resizeEvent(self, e) -> None:
         super().resizeEvent(e)
         cr = self.contentsRect()
         self._gutter.setGeometry(QRect(cr.left(), cr.top(), self.gutter_width(), cr.height()))

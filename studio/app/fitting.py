@@ -47,12 +47,12 @@ class ElidedLabel(QLabel):
     def shown_text(self) -> str:
         return QLabel.text(self)
 
-    def setText(self, text: str) -> None:  # noqa: N802 - Qt's name
+    def setText(self, text: str) -> None:  # Qt's name
         self._full = text or ""
         self._elide()
         self.updateGeometry()
 
-    def setToolTip(self, tip: str) -> None:  # noqa: N802 - Qt's name
+    def setToolTip(self, tip: str) -> None:  # Qt's name
         """A tooltip of its own; the whole text is added to it when the text is elided."""
         self._tip = tip
         self._elide()
@@ -61,17 +61,17 @@ class ElidedLabel(QLabel):
         m = self.contentsMargins()
         return m.left() + m.right() + 2 * self.margin() + 2
 
-    def sizeHint(self) -> QSize:  # noqa: N802
+    def sizeHint(self) -> QSize:
         s = super().sizeHint()
         return QSize(self.fontMetrics().horizontalAdvance(self._full) + self._extra(), s.height())
 
-    def minimumSizeHint(self) -> QSize:  # noqa: N802
+    def minimumSizeHint(self) -> QSize:
         s = super().minimumSizeHint()
         fm = self.fontMetrics()
         return QSize(min(fm.horizontalAdvance(self._full[:3] + "…"), fm.horizontalAdvance(self._full))
                      + self._extra(), s.height())
 
-    def resizeEvent(self, event) -> None:  # noqa: N802
+    def resizeEvent(self, event) -> None:
         super().resizeEvent(event)
         self._elide()
 

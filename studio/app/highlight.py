@@ -25,7 +25,7 @@ STYLE = STYLES[0]
 @lru_cache(maxsize=None)
 def _format_for(ttype, style_name: str = STYLE) -> QTextCharFormat | None:
     style = get_style_by_name(style_name)
-    while ttype not in style._styles and ttype.parent is not None:  # noqa: SLF001 - pygments' own table
+    while ttype not in style._styles and ttype.parent is not None:  # pygments' own table
         ttype = ttype.parent
     s = style.style_for_token(ttype)
     if not (s["color"] or s["bold"] or s["italic"]):
@@ -86,7 +86,7 @@ class PygmentsHighlighter(QSyntaxHighlighter):
         self.rehighlight()
         return True
 
-    def highlightBlock(self, text: str) -> None:  # noqa: N802 - Qt's name
+    def highlightBlock(self, text: str) -> None:  # Qt's name
         self._lex()
         n = self.currentBlock().blockNumber()
         spans = self._spans.get(n, [])

@@ -29,13 +29,13 @@ class FramedStyle(QProxyStyle):
         painter.drawRoundedRect(QRectF(rect).adjusted(0.5, 0.5, -0.5, -0.5), radius, radius)
         painter.restore()
 
-    def drawPrimitive(self, element, option, painter, widget=None) -> None:  # noqa: N802 - Qt's name
+    def drawPrimitive(self, element, option, painter, widget=None) -> None:  # Qt's name
         super().drawPrimitive(element, option, painter, widget)
         if element in (PE.PE_FrameLineEdit, PE.PE_IndicatorCheckBox) and is_dark(option.palette) and \
                 not (option.state & QStyle.StateFlag.State_HasFocus):
             self._frame(painter, option.rect, option.palette, 2 if element == PE.PE_FrameLineEdit else 1)
 
-    def drawComplexControl(self, control, option, painter, widget=None) -> None:  # noqa: N802
+    def drawComplexControl(self, control, option, painter, widget=None) -> None:
         super().drawComplexControl(control, option, painter, widget)
         if control == CC.CC_SpinBox and getattr(option, "frame", True) and is_dark(option.palette) and \
                 not (option.state & QStyle.StateFlag.State_HasFocus):

@@ -240,6 +240,6 @@ class LearnerPanel(QWidget):
 
 def install_learner(window) -> QDockWidget:
     """The Learner dock (hidden until asked for) and Tools ▸ Learner."""
-    window.learner_dock = window.add_tool_dock("Learner", "learner_dock", LearnerPanel, "&Learner…",
+    window.learner_dock = window.docks.add_tool_dock("Learner", "learner_dock", LearnerPanel, "&Learner…",
                                                "train a data-parallel learner (docs/learner.md)")
     return window.learner_dock

@@ -1,5 +1,6 @@
 """What the menus act on: the current cell of a document (for Ctrl+Enter / Shift+Enter), the find
-bar over the current code cell, and the keyboard-shortcut list (Help ▸ Keyboard shortcuts), read
+bar over the current code cell (``CellCommands``, an object the window holds: ``window.cells``), and
+the keyboard-shortcut list (Help ▸ Keyboard shortcuts), read
 from the window's own actions so it is never out of date.
 
 **Running a cell** (Ctrl+Enter; Shift+Enter runs it and moves to the next cell):
@@ -14,9 +15,10 @@ from the window's own actions so it is never out of date.
 The current cell is the one holding the keyboard focus, else the first cell in view."""
 from __future__ import annotations
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import QObject, Qt, Signal
 from PySide6.QtGui import QKeySequence, QTextCursor, QTextDocument
 from PySide6.QtWidgets import (
+    QApplication,
     QCheckBox,
     QDialog,
     QDialogButtonBox,
@@ -67,8 +69,8 @@ def run_cell(view, key: str) -> str:
     "gradcheck", "run", "check")."""
     if key in PROOF_CELLS:
         panel = getattr(view, PROOF_CELLS[key])
-        if panel.run_button.isEnabled():
-            panel.run_button.click()
+        if panel.run_button.isEnabled():           # not while its run is in flight
+            panel.request_run()                    # what its ▶ button asks for
         return key
     view.checker.check_now()
     return "check"
@@ -89,6 +91,70 @@ def focus_cell(view, key: str) -> None:
         target = next((w for w in cell.findChildren(QWidget)
                        if w.focusPolicy() & Qt.FocusPolicy.TabFocus and w.isEnabled() and w.isVisibleTo(cell)), cell)
     target.setFocus(Qt.FocusReason.ShortcutFocusReason)
+
+
+class CellCommands(QObject):
+    """The commands on the current document's cells (Run ▸ Run cell, Edit ▸ Find…, View ▸ Go to cell…).
+    Needs the window's ``current()`` and ``find_bar``. A child of the window: its ``focus_changed``
+    connection goes with it."""
+
+    def __init__(self, window):
+        super().__init__(window)
+        self.window = window
+        self.last_editor: dict[int, QPlainTextEdit] = {}     # id(view) -> the code editor last focused there
+
+    def run_current_cell(self, advance: bool = False) -> str | None:
+        """Ctrl+Enter: run the cell holding the focus (the table above says what that means per cell);
+        Shift+Enter: run it, then move to the next cell. Returns what was done."""
+        view = self.window.current()
+        if view is None:
+            return None
+        key = current_cell(view, QApplication.focusWidget() or self.window.focusWidget())
+        if key is None:
+            return None
+        done = run_cell(view, key)
+        if advance:
+            nxt = next_cell(view, key)
+            if nxt is not None:
+                focus_cell(view, nxt)
+        return done
+
+    def focus_changed(self, _old, new) -> None:
+        view = self.window.current()
+        if view is not None and isinstance(new, QPlainTextEdit) and view.isAncestorOf(new):
+            self.last_editor[id(view)] = new
+
+    def forget(self, view) -> None:
+        self.last_editor.pop(id(view), None)
+
+    def find_target(self) -> QPlainTextEdit | None:
+        """The code editor Find searches: the focused one, else the one focused last in this document,
+        else the Kernel cell's."""
+        view = self.window.current()
+        if view is None:
+            return None
+        focus = QApplication.focusWidget() or self.window.focusWidget()
+        if isinstance(focus, QPlainTextEdit) and view.isAncestorOf(focus):
+            return focus
+        last = self.last_editor.get(id(view))
+        if last is not None and view.isAncestorOf(last):
+            return last
+        return getattr(view.notebook.cells.get("kernel"), "editor", None)
+
+    def find_bar_open(self) -> None:
+        if self.window.current() is not None:
+            self.window.find_bar.open_bar()
+
+    def find(self, forward: bool) -> None:
+        if not self.window.find_bar.isVisible():
+            self.find_bar_open()
+        self.window.find_bar.find(forward=forward)
+
+    def goto_cell(self) -> None:
+        view = self.window.current()
+        if view is not None:
+            view.notebook.jump_box.setFocus(Qt.FocusReason.ShortcutFocusReason)
+            view.notebook.jump_box.showPopup()
 
 
 class FindBar(QWidget):

@@ -138,7 +138,7 @@ class ProblemsPanel(QTreeWidget):
         """The ✖ / ⚠ mark's colour on the current palette (error or warn)."""
         return QColor(colour("error" if p.severity == "error" else "warn", self.palette()))
 
-    def changeEvent(self, event) -> None:  # noqa: N802
+    def changeEvent(self, event) -> None:
         super().changeEvent(event)
         if event.type() in (QEvent.Type.PaletteChange, QEvent.Type.ApplicationPaletteChange):
             for i in range(self.topLevelItemCount()):       # the marks take the new palette's colours

@@ -1,13 +1,12 @@
 """Controllers for the proof cells: conformance and gradcheck, each one worker request on the
 ``proof`` lane, with progress, cancel, and results handed to its panel. The worker writes the
-receipts (the engine's rule: studio/engine/services/actions.py); a controller carries them into
-the document's folder and shows them."""
+receipts (the engine's rule: studio/engine/services/actions.py) and sends them with the report; a
+controller shows them."""
 from __future__ import annotations
 
 from PySide6.QtCore import QObject, Signal
 
 from ..engine.errors import StudioError
-from ..engine.services.standing import kept_receipt
 
 
 class ProofController(QObject):
@@ -59,16 +58,11 @@ class ConformanceController(ProofController):
         return self.submit(seed=int(seed), large=bool(large))
 
     def _done(self, job, rep: dict) -> None:
-        receipt = path = None
+        """The worker wrote the receipt of a passing run into the user folder, keyed by the proven
+        content's hash (the snapshot and the saved document share it, so nothing is carried), and
+        sent it with the report (``receipt_doc``, checked as it was read there)."""
         issued = rep.get("receipt") if isinstance(rep, dict) and rep.get("verdict") == "pass" else None
-        if issued:
-            try:
-                path = self.session.keep_receipt(issued)
-                receipt = kept_receipt(path)
-            except (OSError, StudioError) as e:
-                self.panel.show_error(StudioError(f"the receipt could not be kept: {e}"))
-                return
-        self.panel.show_report(rep, receipt, path)
+        self.panel.show_report(rep, rep.get("receipt_doc") if issued else None, issued)
         self.finished.emit(rep)
 
 

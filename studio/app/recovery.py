@@ -1,4 +1,4 @@
-"""Crash recovery for the main window (a mixin of MainWindow): after an unclean exit, offer the
+"""Crash recovery for the main window (an object the window holds: ``window.recovery``): after an unclean exit, offer the
 documents autosave kept (studio/app/autosave.py) and reopen the ones the user wants."""
 from __future__ import annotations
 
@@ -11,28 +11,32 @@ from .documents import read_folder
 from .model import OpDocument
 
 
-class RecoveryMixin:
+class Recovery:
     """Needs the window's ``store`` (AutosaveStore) and ``add_document``."""
 
-    def offer_recovery(self) -> list:
+    def __init__(self, window):
+        self.window = window
+
+    def offer(self) -> list:
         """The DocumentViews restored (none when the user declined: their autosaves are set aside)."""
-        entries = self.store.orphans()
-        if not entries or not self.ask_recovery(entries):
+        store = self.window.store
+        entries = store.orphans()
+        if not entries or not self.ask(entries):
             for e in entries:
-                self.store.set_aside(e)
+                store.set_aside(e)
             return []
         restored = []
         for e in entries:
             doc = OpDocument(e.files, Path(e.package) if e.package else None, binary=e.binary,
                              saved=_on_disk(e.package), doc_id=e.doc_id)
-            view = self.add_document(doc)
+            view = self.window.add_document(doc)
             view.session.autosave_now()
             restored.append(view)
         return restored
 
-    def ask_recovery(self, entries) -> bool:
+    def ask(self, entries) -> bool:
         names = "\n".join(f"• {e.title}" for e in entries)
-        return QMessageBox.question(self, "Restore unsaved work?",
+        return QMessageBox.question(self.window, "Restore unsaved work?",
                                     f"Scellis Studio did not close cleanly. Restore these documents?\n\n{names}"
                                     ) == QMessageBox.StandardButton.Yes
 

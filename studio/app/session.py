@@ -98,11 +98,6 @@ class DocumentSession(QObject):
         return prepare
 
     # ------------------------------------------------------------------ receipts
-    def keep_receipt(self, receipt_path: str) -> str:
-        """The worker wrote the receipt of a passing run into the user folder, keyed by the proven
-        content's hash: the snapshot and the saved document share it, so nothing is carried."""
-        return str(receipt_path)
-
     # ------------------------------------------------------------------ saving
     def save(self, folder: Path | None = None) -> Path:
         """Through the engine's save (crash-safe; recorded as authored when the code was runnable here).

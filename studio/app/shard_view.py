@@ -134,9 +134,8 @@ class ShardPanel(QWidget):
     def _client(self):
         if self._factory is not None:
             return self._factory()
-        from ..engine.services.sharding import HANDLERS
         from ..engine.worker.client import WorkerClient
-        return WorkerClient(budget_s=600.0, handlers=HANDLERS)
+        return WorkerClient(budget_s=600.0)
 
     def run(self) -> None:
         if self.thread is not None and self.thread.is_alive():
@@ -216,7 +215,7 @@ class ShardPanel(QWidget):
 
 def install_shard(window) -> QDockWidget:
     """The Sharding dock (hidden until asked for) and Tools ▸ Sharding report."""
-    window.shard_dock = window.add_tool_dock(
+    window.shard_dock = window.docks.add_tool_dock(
         "Sharding", "shard_dock", ShardPanel, "&Sharding report…",
         "which nodes shard exactly, which are rounded per replica (docs/bf16.md)")
     return window.shard_dock

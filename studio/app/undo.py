@@ -46,7 +46,7 @@ class EditCommand(QUndoCommand):
     def id(self) -> int:
         return _EDIT_ID
 
-    def mergeWith(self, other) -> bool:  # noqa: N802
+    def mergeWith(self, other) -> bool:
         if not isinstance(other, EditCommand) or other.key != self.key or self.origin is None or \
                 other.origin is not self.origin or other.at - self.at > MERGE_S:
             return False
@@ -116,7 +116,7 @@ class UndoKeys(QObject):
             if inner is not None:
                 self.watch(inner)
 
-    def eventFilter(self, obj, e) -> bool:  # noqa: N802
+    def eventFilter(self, obj, e) -> bool:
         t = e.type()
         if t == QEvent.Type.ShortcutOverride and (is_undo(e) or is_redo(e)):
             return True                     # the control does not claim the keys; shortcuts may

@@ -79,6 +79,19 @@ class WelcomePage(QWidget):
         col.addWidget(self.no_recent)
         col.addStretch(2)
 
+
+    def show_in(self, tabs) -> None:
+        """Take the central area (``tabs``) when no tab is open."""
+        if tabs.count() == 0 and tabs.indexOf(self) < 0:
+            from .paths import recent_packages
+            self.set_recent(recent_packages())
+            i = tabs.addTab(self, "Welcome")
+            tabs.tabBar().setTabButton(i, tabs.tabBar().ButtonPosition.RightSide, None)
+            tabs.setTabToolTip(i, "start here: the story's op, a new op, recent packages")
+
+    def leave(self, tabs) -> None:
+        if (i := tabs.indexOf(self)) >= 0:
+            tabs.removeTab(i)
     def set_recent(self, folders: list[Path]) -> None:
         self.recent.clear()
         for f in folders:

@@ -16,7 +16,7 @@ GUARDED = (QComboBox, QAbstractSpinBox)
 
 
 class WheelGuard(QObject):
-    def eventFilter(self, obj, e) -> bool:  # noqa: N802
+    def eventFilter(self, obj, e) -> bool:
         if e.type() == QEvent.Type.Wheel and isinstance(obj, QWidget) and not obj.hasFocus():
             scroll_under(obj, e)
             return True                                   # never the control's own value
@@ -61,7 +61,7 @@ class AreaGuard(QObject):
         super().__init__(area)
         self.area = area
 
-    def eventFilter(self, obj, e) -> bool:  # noqa: N802
+    def eventFilter(self, obj, e) -> bool:
         if e.type() == QEvent.Type.Wheel and not focused(self.area):
             scroll_under(self.area, e)
             return True

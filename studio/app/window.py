@@ -6,20 +6,14 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from PySide6.QtCore import Qt, QTimer, Signal
-from PySide6.QtGui import (
-    QAction,
-    QIcon,
-    QUndoGroup,
-)
+from PySide6.QtCore import QEvent, Qt, QTimer, Signal
+from PySide6.QtGui import QIcon, QUndoGroup
 from PySide6.QtWidgets import (
     QApplication,
-    QDockWidget,
     QFileDialog,
     QLabel,
     QMainWindow,
     QMessageBox,
-    QPlainTextEdit,
     QTabWidget,
     QVBoxLayout,
     QWidget,
@@ -35,21 +29,24 @@ from .catalog_panel import CatalogPanel
 from .document_view import DocumentView
 from .documents import create_from_template, open_package
 from .fitting import ElidedLabel
-from .menus import FindBar
+from .docks import Docks
+from .menus import CellCommands, FindBar
 from .model import OpDocument
 from .new_op import NewOpDialog
 from .problems import ProblemsPanel
-from .recovery import RecoveryMixin
+from .recovery import Recovery
 from .settings import settings_store
-from .shell_menus import MenusMixin, RunKeys, about_text  # noqa: F401 - about_text: the About box's text
+from .shell_menus import Menus, RunKeys, about_text  # noqa: F401 - about_text: the About box's text
 from .shipped import banner_text, copy_of, original_of, shipped_path
 from .theme import ThemeManager
-from .welcome import FIRST_DRAFT, WelcomePage
-from .window_state import WindowStateMixin
+from .welcome import FIRST_DRAFT, STORY_OP, WelcomePage
+from .window_state import WindowState
 from .worker_bridge import DeviceWorkers
 
 
-class MainWindow(MenusMixin, WindowStateMixin, RecoveryMixin, QMainWindow):
+class MainWindow(QMainWindow):
+    """Holds its parts: ``menus`` (shell_menus.py, built from actions.py), ``docks``, ``state`` (what
+    it remembers, window_state.py), ``recovery``, ``cells`` (commands on the current cell, menus.py)."""
     tabsRestored = Signal(list)          # the restored session's views, once every tab is filled in
 
     def __init__(self, *, workers: DeviceWorkers | None = None, store: AutosaveStore | None = None,
@@ -79,7 +76,9 @@ class MainWindow(MenusMixin, WindowStateMixin, RecoveryMixin, QMainWindow):
         self.settings = settings_store()
         self.theme = ThemeManager(parent=self)
         self.undo_group = QUndoGroup(self)
-        self._last_editor: dict[int, QPlainTextEdit] = {}        # id(view) -> the code editor last focused there
+        self.closing = False                 # closing its tabs on the way out: they are not forgotten
+        self.cells = CellCommands(self)
+        self.recovery = Recovery(self)
 
         self.tabs = QTabWidget()
         self.tabs.setObjectName("documents")
@@ -92,10 +91,10 @@ class MainWindow(MenusMixin, WindowStateMixin, RecoveryMixin, QMainWindow):
         self.welcome.firstDraftRequested.connect(lambda: self.open_path(FIRST_DRAFT))
         self.welcome.newRequested.connect(self.new_op_dialog)
         self.welcome.openRequested.connect(self.open_dialog)
-        self.welcome.openWorkflowRequested.connect(self.open_workflow_dialog)
+        self.welcome.openWorkflowRequested.connect(lambda: self.state.open_workflow_dialog())
         self.welcome.recentRequested.connect(self.open_path)
         self.welcome.set_recent(self.extra_roots)
-        self.find_bar = FindBar(self.find_target)
+        self.find_bar = FindBar(self.cells.find_target)
         central = QWidget()
         clay = QVBoxLayout(central)
         clay.setContentsMargins(0, 0, 0, 0)
@@ -103,29 +102,20 @@ class MainWindow(MenusMixin, WindowStateMixin, RecoveryMixin, QMainWindow):
         clay.addWidget(self.tabs, 1)
         clay.addWidget(self.find_bar)
         self.setCentralWidget(central)
-        self._show_welcome()
+        self.show_welcome()
+        self.state = WindowState(self)           # (after the Welcome page: keeps the tabs from here on)
 
-        self.view_panels: list[QAction] = []
         self.catalog = CatalogPanel()
         self.catalog.openRequested.connect(self.open_path)
         self.problems = ProblemsPanel()
         self.problems.activated.connect(self._jump)
-        self._actions()
-        dock = QDockWidget("Catalog", self)
-        dock.setObjectName("catalog_dock")
-        dock.setWidget(self.catalog)
-        self.catalog_dock = self.add_dock(dock, Qt.DockWidgetArea.LeftDockWidgetArea, "Ctrl+Shift+C",
-                                          scroll=False)          # its tree scrolls
-        pdock = QDockWidget("Problems", self)
-        pdock.setObjectName("problems_dock")
-        pdock.setWidget(self.problems)
-        self.problems_dock = self.add_dock(pdock, Qt.DockWidgetArea.BottomDockWidgetArea, "Ctrl+Shift+M",
-                                           scroll=False)
+        self.menus = Menus(self)
+        self.docks = Docks(self)
+        self.catalog_dock = self.docks.add_panel("Catalog", "catalog_dock", self.catalog,
+                                                 Qt.DockWidgetArea.LeftDockWidgetArea, "Ctrl+Shift+C")
+        self.problems_dock = self.docks.add_panel("Problems", "problems_dock", self.problems,
+                                                  Qt.DockWidgetArea.BottomDockWidgetArea, "Ctrl+Shift+M")
         self.tabs.currentChanged.connect(lambda _i: self._current_changed())
-        self._tabs_timer = QTimer(self, singleShot=True, interval=0)      # the open tabs, kept as they change
-        self._tabs_timer.timeout.connect(self.save_tabs)
-        self.tabs.currentChanged.connect(self._keep_tabs)         # (not QTimer.start(int): the index is no interval)
-        self.tabs.tabBar().tabMoved.connect(self._keep_tabs)
 
         self.gpu_label = ElidedLabel("GPU: starting the device worker…")
         self.busy_label = QLabel("")
@@ -136,29 +126,27 @@ class MainWindow(MenusMixin, WindowStateMixin, RecoveryMixin, QMainWindow):
         self.busy_label.setToolTip("the device worker is running a job")
         self.workers.busyChanged.connect(self._show_busy)   # a method, not a lambda: it goes with the window
         self.resize(1400, 900)
-        restored = restore_session and self.restore_window_state()
+        restored = restore_session and self.state.restore()
         if not restored:
-            QTimer.singleShot(0, lambda: (self.resizeDocks([pdock], [140], Qt.Orientation.Vertical),
-                                          self.resizeDocks([dock], [360], Qt.Orientation.Horizontal)))
+            QTimer.singleShot(0, self, lambda: (
+                self.resizeDocks([self.problems_dock], [140], Qt.Orientation.Vertical),
+                self.resizeDocks([self.catalog_dock], [360], Qt.Orientation.Horizontal)))
         self._keys = RunKeys(self)
         QApplication.instance().installEventFilter(self._keys)
-        QApplication.instance().focusChanged.connect(self._focus_changed)
+        QApplication.instance().focusChanged.connect(self.cells.focus_changed)
         self._ask_profile()
         self.refresh_catalog()
         self.background.run(self.ctx.trust.product_hashes)    # warm: judging an opened package's trust hashes these
         if offer_recovery:
-            QTimer.singleShot(0, self.offer_recovery)
+            QTimer.singleShot(0, self, self.recovery.offer)
         if restore_session:
-            self.restore_tabs()             # placeholders now; each tab filled in once the window is up
+            self.state.restore_tabs()             # placeholders now; each tab filled in once the window is up
         self._current_changed()
-        QTimer.singleShot(0, self._help_last)          # Help stays the last menu, whatever features add
+        QTimer.singleShot(0, self, self.menus.help_last)          # Help stays the last menu, whatever features add
         from .publish import install_publish; install_publish(self)   # noqa: E702 - extensions, one line each: Publish
         from .learner_view import install_learner; install_learner(self)   # noqa: E702 - the Learner panel
         from .shard_view import install_shard; install_shard(self)   # noqa: E702 - the Sharding panel
         from .panels.tune import install_tune; install_tune(self)   # noqa: E702 - the Tune panel
-
-    def _keep_tabs(self, *_args) -> None:
-        self._tabs_timer.start()
 
     def current(self) -> DocumentView | None:
         w = self.tabs.currentWidget()
@@ -170,16 +158,23 @@ class MainWindow(MenusMixin, WindowStateMixin, RecoveryMixin, QMainWindow):
         if stack is not None and stack not in self.undo_group.stacks():
             self.undo_group.addStack(stack)
         self.undo_group.setActiveStack(stack)
-        for a in (self.act_save, self.act_save_as, self.act_check, self.act_conform, self.act_gradcheck,
-                  self.act_run, self.act_run_cell, self.act_run_advance, self.act_find, self.act_find_next,
-                  self.act_find_prev, self.act_goto):
-            a.setEnabled(view is not None)
-        self.act_close.setEnabled(self.tabs.currentWidget() is not self.welcome and self.tabs.count() > 0)
+        self.menus.enable(document=view is not None,
+                          closable=self.tabs.currentWidget() is not self.welcome and self.tabs.count() > 0)
         if view is None and self.find_bar.isVisible():
             self.find_bar.setVisible(False)
         self._show_problems()
 
     # ------------------------------------------------------------------ documents
+    def show_welcome(self) -> None:
+        self.welcome.show_in(self.tabs)           # when no tab is open
+
+    def hide_welcome(self) -> None:
+        self.welcome.leave(self.tabs)
+
+    def open_story(self):
+        """The story's op (the windowed median the tutorial follows), one click from the Welcome page."""
+        return self.open_path(STORY_OP)
+
     def add_document(self, doc: OpDocument, *, authored: bool | None = None) -> DocumentView:
         view = DocumentView(doc, self.workers, self.background, self.store, ctx=self.ctx, authored=authored)
         self.views.append(view)
@@ -188,7 +183,7 @@ class MainWindow(MenusMixin, WindowStateMixin, RecoveryMixin, QMainWindow):
         stack = getattr(view, "undo_stack", None)
         if stack is not None:
             self.undo_group.addStack(stack)
-        self._hide_welcome()
+        self.hide_welcome()
         i = self.tabs.addTab(view, self._tab_title(doc))
         original = original_of(doc.path)
         self.tabs.setTabToolTip(i, (f"your copy of the shipped {original.name}, in your folder: {doc.path}"
@@ -268,7 +263,7 @@ class MainWindow(MenusMixin, WindowStateMixin, RecoveryMixin, QMainWindow):
         except StudioError as e:
             self.error(e)
             return None
-        self._hide_welcome()
+        self.hide_welcome()
         i = self.tabs.addTab(view, f"⚙ {view.wf.name}")
         self.tabs.setTabToolTip(i, str(view.path))
         self.tabs.setCurrentIndex(i)
@@ -311,9 +306,9 @@ class MainWindow(MenusMixin, WindowStateMixin, RecoveryMixin, QMainWindow):
                 self.workers.cancel(view.job)
             self.tabs.removeTab(self.tabs.indexOf(view))
             view.deleteLater()
-            self._show_welcome()
+            self.show_welcome()
             return True
-        if self.close_placeholder(view):          # a tab closed before it was restored (window_state.py)
+        if self.state.close_placeholder(view):          # a tab closed before it was restored (window_state.py)
             return True
         if not isinstance(view, DocumentView):
             return False
@@ -332,12 +327,12 @@ class MainWindow(MenusMixin, WindowStateMixin, RecoveryMixin, QMainWindow):
         stack = getattr(view, "undo_stack", None)
         if stack is not None and stack in self.undo_group.stacks():
             self.undo_group.removeStack(stack)
-        self._last_editor.pop(id(view), None)
+        self.cells.forget(view)
         self.tabs.removeTab(self.tabs.indexOf(view))
         view.deleteLater()
-        self._show_welcome()
+        self.show_welcome()
         self._current_changed()
-        self._tabs_timer.start()
+        self.state.keep_tabs()
         return True
 
     def trust_current(self) -> None:
@@ -375,7 +370,7 @@ class MainWindow(MenusMixin, WindowStateMixin, RecoveryMixin, QMainWindow):
 
     def _show_problems(self) -> None:
         view = self.current()
-        self.act_trust.setEnabled(view is not None and not view.session.runnable)
+        self.menus.enable(untrusted=view is not None and not view.session.runnable)
         self.problems.set_problems(view.problems if view else [])
         self.problems_dock.setWindowTitle(f"Problems — {self.problems.summary()}" if view else "Problems")
 
@@ -389,15 +384,20 @@ class MainWindow(MenusMixin, WindowStateMixin, RecoveryMixin, QMainWindow):
         QMessageBox.warning(self, "Scellis Studio", e.format())
 
     def closeEvent(self, event) -> None:
-        self.save_window_state()
-        self._closing = True                     # closing the tabs now does not forget them
+        self.state.save()
+        self.closing = True                      # closing the tabs now does not forget them
         for view in list(self.views):
             if not self.close_view(view):
-                self._closing = False
+                self.closing = False
                 event.ignore()
                 return
         self.shutdown()
         event.accept()
+
+    def changeEvent(self, event) -> None:
+        if event.type() in (QEvent.Type.ApplicationPaletteChange, QEvent.Type.PaletteChange):
+            self.state.palette_changed()             # the style sheet and plots follow the palette
+        super().changeEvent(event)
 
     def _show_busy(self, busy: bool) -> None:
         self.busy_label.setText("● device busy" if busy else "")

@@ -59,17 +59,9 @@ def background_priority(pid: int | None, nice: int = WORKER_NICE) -> int:
 
 
 def _studio_client(*, budget_s: float):
-    """A worker client that also knows the Studio's own request kinds (the ``catalog`` scan)."""
-    from ..engine.services.workflows import HANDLERS as WORKFLOW_HANDLERS
+    """A lane's worker client: every kind of the request table (studio/engine/services/requests.py)."""
     from ..engine.worker.client import WorkerClient
-    from .catalog_scan import BUDGETS, HANDLERS
-    from .reference_check import BUDGETS as REFERENCE_BUDGETS
-    from .reference_check import HANDLERS as REFERENCE_HANDLERS
-    from .trying import BUDGETS as TRY_BUDGETS
-    from .trying import HANDLERS as TRY_HANDLERS
-    return WorkerClient(budget_s=budget_s, handlers={**WORKFLOW_HANDLERS, **HANDLERS, **REFERENCE_HANDLERS,
-                                                     **TRY_HANDLERS},
-                        budgets={**BUDGETS, **REFERENCE_BUDGETS, **TRY_BUDGETS})
+    return WorkerClient(budget_s=budget_s)
 
 
 class DeviceJob(QObject):

@@ -27,12 +27,14 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from ..engine.services import data_parallel
 from ..engine.services.outline import outline
 from ..engine.services.outputs import user_outputs
 from ..figures import draw_whole, note_title
 from .export import plot_with_export
 from .fitting import fit_column
 from .panels.job import error_html
+from .parallel_training import ParallelRun
 from .theme import style_plot
 
 BAR_UNITS = 1000
@@ -206,10 +208,23 @@ class WorkflowView(QWidget):
         self.provenance.setLineWrapMode(QPlainTextEdit.LineWrapMode.NoWrap)
         self.provenance.setToolTip("the provenance record of the last run: every op by hash, inputs and outputs")
         side_lay.addWidget(self.provenance, 2)
-        self.loss_plot = _plot("training loss", "training step", "loss", x_units="step", y_units="MSE, log scale")
-        self.loss_plot.setLogMode(y=True)
+        if self.wf.data_parallel:               # per epoch: the training loss and the held-out accuracy
+            self.loss_plot = _plot("training loss and held-out accuracy", "epoch", "loss, accuracy", x_units=None)
+            self.loss_plot.addLegend()
+            self.accuracy_curve = self.loss_plot.plot([], [], pen=pg.mkPen("#00798c", width=2), symbol="s",
+                                                      symbolSize=5, name="held-out accuracy")
+        else:
+            self.loss_plot = _plot("training loss", "training step", "loss", x_units="step", y_units="MSE, log scale")
+            self.loss_plot.setLogMode(y=True)
         self.loss_curve = self.loss_plot.plot([], [], pen=pg.mkPen("#d62728", width=2), symbol="o", symbolSize=4,
                                               name="loss")
+        self.parallel = ParallelRun(self)       # data-parallel training: owners on Dask (parallel_training.py)
+        self.parallel.step.connect(self._parallel_step)
+        self.parallel.epoch.connect(self._parallel_epoch)
+        self.parallel.note.connect(self._note)
+        self.parallel.done.connect(self._parallel_done)
+        self.parallel.failed.connect(self._failed)
+        self.epochs: list = []
         loss_box = plot_with_export(self.loss_plot, "training_loss")
         loss_box.setVisible(self.wf.trains)
         side_lay.addWidget(loss_box, 1)
@@ -339,6 +354,8 @@ class WorkflowView(QWidget):
     def train(self):
         if self.job is not None and self.job.active:
             return self.job
+        if self.wf.data_parallel:
+            return self._train_parallel()
         self.losses = []
         self.loss_curve.setData([], [])
         self._start(f"training {self.wf.name}…")
@@ -359,6 +376,42 @@ class WorkflowView(QWidget):
             f"checkpoint {r['checkpoint']}", f"record    {r['record_path']}"]))
         self._end(f"trained: {r['status']}, final loss {r['final_loss']:.4g}")
 
+    # ------------------------------------------------------------------ data-parallel training
+    def _train_parallel(self):
+        if self.parallel.active:
+            return self.parallel
+        self.epochs = []
+        self.loss_curve.setData([], [])
+        self.accuracy_curve.setData([], [])
+        self._start(f"training {self.wf.name} data-parallel (owners on Dask)…")
+        self.parallel.start(self.path, self.out_dir, prove=self.prove_box.isChecked(),
+                            allow_unverified=self.allow_box.isChecked())
+        return self.parallel
+
+    def _parallel_step(self, rec) -> None:
+        self.status.setText(data_parallel.step_line(rec))
+
+    def _parallel_epoch(self, ep) -> None:
+        self.epochs.append(ep)
+        x = np.array([e.epoch for e in self.epochs], float)
+        self.loss_curve.setData(x, np.array([e.loss for e in self.epochs]))
+        self.accuracy_curve.setData(x, np.array([e.accuracy for e in self.epochs]))
+
+    def _parallel_done(self, r: dict) -> None:
+        self.train_result = r
+        rec = r["record"]
+        last = rec["epochs"][-1] if rec["epochs"] else None
+        lines = [data_parallel.epoch_line(e) for e in r["result"].epochs] + [rec["divisor"]]
+        if rec["warning"]:
+            lines.append(f"warning: {rec['warning']}")
+        lines += [f"params    sha256 {rec['params_sha256']}", f"record    {r['record_path']}"]
+        self.provenance.setPlainText("\n".join(lines))
+        acc = f", held-out accuracy {last['accuracy'] * 100:.1f} %" if last else ""
+        self._end(f"trained: {rec['status']}, {len(rec['steps'])} steps on {rec['owners']} owners{acc}")
+
     def stop(self) -> None:
+        if self.parallel.active:
+            self.parallel.stop()
+            return
         if self.job is not None and self.job.active:
             self.workers.cancel(self.job)

@@ -63,6 +63,7 @@ def cmd_ops_show(args) -> int:
 
 
 def cmd_run(args) -> int:
+    from ..engine.services.requests import Kind
     pkg = context(args).catalog.resolve(args.id)
     sig = pkg.contract.signature
     given = params(args.param)
@@ -76,13 +77,13 @@ def cmd_run(args) -> int:
     targets = {name: check_writable(path) for name, path in _named(pkg, args.out or [], sig.outputs, "output").items()}
     from ..engine.services.proof_budget import RUN_BASE_S, run_budget_s
     with worker(args.timeout or RUN_BASE_S) as w:   # inputs judged against the signature and the device first
-        profile = w.call("profile")
+        profile = w.call(Kind.PROFILE)
         inputs = {name: load_input(path, sig.input(name), limits=profile.get("limits"), budget=args.budget)
                   for name, path in files.items()}
         if not args.require_receipt:
             _warn_unproven(pkg, profile["id"])
         budget = args.timeout or run_budget_s(sig, inputs, given)    # the default scales with the size
-        outs = w.call("run", target=str(pkg.root), inputs=inputs, params=given, budget_bytes=args.budget,
+        outs = w.call(Kind.RUN, target=str(pkg.root), inputs=inputs, params=given, budget_bytes=args.budget,
                       require_receipt=args.require_receipt, budget_s=budget, on_note=_say_proof)
     from .tune import say_tuning
     say_tuning(pkg, profile["id"], given)     # which tunable values ran
@@ -128,9 +129,10 @@ def _warn_unproven(pkg, profile_id: str) -> None:
 
 
 def cmd_demo(args) -> int:
+    from ..engine.services.requests import Kind
     check_writable(args.out)
     with worker(args.timeout) as w:
-        r = w.call("demo", n=args.n, w=args.w, seed=args.seed)
+        r = w.call(Kind.DEMO, n=args.n, w=args.w, seed=args.seed)
     x, y, wid = r["x"], r["y"], r["w"]
     for line in r["proofs"]:
         print(line)

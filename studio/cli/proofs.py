@@ -8,13 +8,14 @@ import sys
 
 from ..engine.errors import StudioError
 from .args import EXIT_FAILED, EXIT_OK, add_timeout, finite, params, seconds
-from .session import context, worker
+from .session import context, ops_path, worker
 
 
 def cmd_check(args) -> int:
+    from ..engine.services.requests import Kind
     pkg = context(args).catalog.resolve(args.target)
     with worker(args.timeout) as w:           # kernels compile in the worker: a compiler crash is its
-        rep = w.call("check", target=str(pkg.root))
+        rep = w.call(Kind.CHECK, target=str(pkg.root))
     if args.json:
         print(json.dumps(rep, indent=2))
         return EXIT_OK if rep["ok"] else EXIT_FAILED
@@ -46,22 +47,25 @@ def _first_failure(note: dict) -> None:
 
 
 def cmd_conform(args) -> int:
-    pkg = context(args).catalog.resolve(args.target)
-    _older_receipts(pkg)
-    request = dict(target=str(pkg.root), seed=args.seed, large=args.large, case=args.case,
+    """One ``conform`` request: the op is looked up once, in the worker (with --ops-path)."""
+    from ..engine.services.requests import Kind
+    request = dict(target=args.target, ops_path=ops_path(args), seed=args.seed, large=args.large, case=args.case,
                    receipt=not args.no_receipt, **({"seeds": args.seeds} if args.seeds is not None else {}))
     with worker(args.timeout) as w:
         if args.json or not sys.stderr.isatty():
-            out = w.call("conform", budget_s=args.timeout, on_note=None if args.json else _first_failure, **request)
+            out = w.call(Kind.CONFORM, budget_s=args.timeout, on_note=None if args.json else _first_failure, **request)
         else:
             from rich.progress import Progress
             with Progress(transient=True) as bar:
-                task = bar.add_task(f"conformance {pkg.id}", total=None)
-                out = w.call("conform", budget_s=args.timeout,
+                task = bar.add_task(f"conformance {args.target}", total=None)
+                out = w.call(Kind.CONFORM, budget_s=args.timeout,
                              progress=lambda done, total: bar.update(task, completed=done, total=total),
                              on_note=_first_failure, **request)
+    if out.get("older_receipts"):
+        print(out["older_receipts"], file=sys.stderr)
     if args.json:
-        print(json.dumps({k: v for k, v in out.items() if k != "lines"}, indent=2))
+        print(json.dumps({k: v for k, v in out.items() if k not in ("lines", "older_receipts", "receipt_doc")},
+                         indent=2))
     else:
         print("\n".join(out["lines"]))
         if "receipt" in out:
@@ -70,11 +74,12 @@ def cmd_conform(args) -> int:
 
 
 def cmd_receipts(args) -> int:
+    from ..engine.services.requests import Kind
     from ..engine.services.standing import why_unreadable
     pkg = context(args).catalog.resolve(args.target)
     _older_receipts(pkg)
     with worker(args.timeout) as w:
-        found = w.call("receipts", target=str(pkg.root))
+        found = w.call(Kind.RECEIPTS, target=str(pkg.root))
     if not found:
         print(f"{pkg.id}: no receipts (run `scellis conform {pkg.id}`)")
         return EXIT_FAILED
@@ -86,16 +91,18 @@ def cmd_receipts(args) -> int:
 
 
 def cmd_profile(args) -> int:
+    from ..engine.services.requests import Kind
     with worker(args.timeout) as w:
-        print(json.dumps(w.call("profile"), indent=2))
+        print(json.dumps(w.call(Kind.PROFILE), indent=2))
     return EXIT_OK
 
 
 def cmd_gradcheck(args) -> int:
     """Exit 0 pass, 1 fail, 3 inconclusive (a check that cannot fail certifies nothing)."""
+    from ..engine.services.requests import Kind
     pkg = context(args).catalog.resolve(args.target)
     with worker(args.timeout) as w:
-        out = w.call("gradcheck", target=str(pkg.root), params=params(args.param), h=args.h, seed=args.seed,
+        out = w.call(Kind.GRADCHECK, target=str(pkg.root), params=params(args.param), h=args.h, seed=args.seed,
                      tolerance=args.tolerance, receipt=not args.no_receipt)
     if args.json:
         print(json.dumps(out, indent=2))

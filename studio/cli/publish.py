@@ -1,6 +1,6 @@
 """`scellis publish|card|fork|ring`: the publishing commands of the headless front end (issue 15,
 docs/publishing.md). Work that needs the GPU profile or re-runs proofs (publish, card, ring
-verify) runs in the device worker (studio/engine/services/publishing.py, ``HANDLERS``); fork and
+verify) runs in the device worker (studio/engine/services/publishing.py, its kinds in services/requests.py); fork and
 the ring's bookkeeping run here. Exit codes as in studio/cli/__init__.py: 0 ok, 2 an input error or a
 refusal (a StudioError's message at its file and field, never a traceback)."""
 from __future__ import annotations
@@ -19,8 +19,7 @@ def _target(args, target: str) -> str:
 
 
 def _call(args, kind: str, **kw):
-    from ..engine.services import publishing
-    with worker(args.timeout, handlers=publishing.HANDLERS, budgets=publishing.BUDGETS) as w:
+    with worker(args.timeout) as w:
         return w.call(kind, budget_s=args.timeout, ops_path=ops_path(args), **kw)
 
 

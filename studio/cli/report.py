@@ -16,10 +16,10 @@ from .session import worker
 
 
 def cmd_report(args) -> int:
-    from ..engine.services.proof_report import HANDLERS
+    from ..engine.services.requests import Kind
     if args.check:
-        with worker(args.timeout, handlers=HANDLERS) as w:
-            r = w.call("report_check", path=str(Path(args.check).absolute()))
+        with worker(args.timeout) as w:
+            r = w.call(Kind.REPORT_CHECK, path=str(Path(args.check).absolute()))
         print("\n".join(r["lines"]))
         print("verdict: " + ("the report holds here" if r["ok"] else "FAIL"))
         return EXIT_OK if r["ok"] else EXIT_FAILED
@@ -27,8 +27,8 @@ def cmd_report(args) -> int:
         raise StudioError("name an op and the file to write", field="OP", hint="scellis report OP -o op.html "
                           "(or scellis report --check op.html)")
     out = check_writable(args.out)
-    with worker(args.timeout, handlers=HANDLERS) as w:
-        r = w.call("report", target=args.target)
+    with worker(args.timeout) as w:
+        r = w.call(Kind.REPORT, target=args.target)
     write_bytes(out, r["html"].encode())
     print(f"wrote {out}  (proof report of {r['op']})")
     return EXIT_OK

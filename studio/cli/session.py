@@ -16,12 +16,12 @@ def ops_path(args) -> list[str]:
     return list(getattr(args, "ops_path", None) or [])
 
 
-def worker(budget_s: float, *, handlers: dict | None = None, budgets: dict | None = None):
+def worker(budget_s: float):
     """The device worker: a kernel that never finishes is killed at its budget and reported
-    (exit 2), never a hung terminal (docs/reliability.md). ``handlers``: a use case's request kinds
-    (studio/engine/services/*.py ``HANDLERS``) beside the worker's own."""
+    (exit 2), never a hung terminal (docs/reliability.md). Its requests: the engine's request
+    table (studio/engine/services/requests.py)."""
     from ..engine.worker.client import WorkerClient
-    return WorkerClient(budget_s=budget_s, handlers=handlers, budgets=budgets)
+    return WorkerClient(budget_s=budget_s)
 
 
 def console():

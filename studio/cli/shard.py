@@ -18,10 +18,10 @@ from .session import ops_path, worker
 
 
 def cmd_shard_report(args) -> int:
-    from ..engine.services.sharding import HANDLERS
+    from ..engine.services.requests import Kind
     path = Path(args.file)
-    with worker(args.timeout, handlers=HANDLERS) as w:
-        r = w.call("shard_report", path=str(path.resolve()), replicas=args.replicas,
+    with worker(args.timeout) as w:
+        r = w.call(Kind.SHARD_REPORT, path=str(path.resolve()), replicas=args.replicas,
                         allow_unverified=args.allow_unverified, prove=args.prove, steps=args.steps, ops_path=ops_path(args))
     if args.json:
         print(json.dumps({k: v for k, v in r.items() if k != "lines"}, indent=2))

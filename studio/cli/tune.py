@@ -17,9 +17,9 @@ from .session import worker
 
 
 def cmd_tune(args) -> int:
-    from ..engine.services.tuning import HANDLERS
-    with worker(args.timeout, handlers=HANDLERS) as w:
-        r = w.call("tune", target=args.op, params=params(args.param), sizes=args.size or None, repeats=args.repeats,
+    from ..engine.services.requests import Kind
+    with worker(args.timeout) as w:
+        r = w.call(Kind.TUNE, target=args.op, params=params(args.param), sizes=args.size or None, repeats=args.repeats,
                         seed=args.seed, only=candidates(args.only or []) or None, record=not args.no_record)
     if args.json:
         print(json.dumps({k: v for k, v in r.items() if k != "lines"}, indent=2))

@@ -1,6 +1,6 @@
 """`scellis workflow run|verify|show` and `scellis train`: the workflow commands of the headless front
 end. The device work runs in the device worker (its request kinds: studio/engine/services/
-workflows.py, ``HANDLERS``); plots are drawn here, with studio/figures.py. Exit codes as in
+requests.py); plots are drawn here, with studio/figures.py. Exit codes as in
 studio/cli/__init__.py: 0 ok, 1 a check failed (a record that does not reproduce), 2 an input error (a
 StudioError's message at its file, line, column or field, never a traceback)."""
 from __future__ import annotations
@@ -20,8 +20,7 @@ def story_workflow() -> Path:
 
 def _call(args, kind: str, what: str, **kw):
     """One request to the device worker (the workflow use cases' kinds), a progress bar on a terminal."""
-    from ..engine.services.workflows import HANDLERS
-    with worker(args.timeout, handlers=HANDLERS) as w:
+    with worker(args.timeout) as w:
         return with_progress(w, kind, what, quiet=getattr(args, "json", False), ops_path=ops_path(args), **kw)
 
 
@@ -88,6 +87,14 @@ def cmd_workflow_show(args) -> int:
 
 def cmd_train(args) -> int:
     path = Path(args.file)
+    from ..engine.services.data_parallel import names_gradients
+    if names_gradients(path):                     # [train] gradients: data-parallel, owners on Dask
+        from .train import cmd_train_parallel
+        return cmd_train_parallel(args, path)
+    if args.owners or args.epochs:
+        from ..engine.errors import StudioError
+        raise StudioError("--owners and --epochs train a workflow that writes out its gradients", field="--owners",
+                          hint="add [train] gradients (docs/workflows.md, \"Data-parallel training\")")
     if args.plot:
         from ..engine.arrays import check_writable
         check_writable(args.plot)
@@ -184,4 +191,12 @@ def add_commands(sub) -> None:
                    "--plot, else the current folder; never the install)")
     p.add_argument("--json", action="store_true")
     p.add_argument("--timeout", type=seconds, default=600.0, metavar="SECONDS")
+    p.add_argument("--owners", type=whole(1, 256, "a count"), metavar="N",
+                   help="data-parallel: N owners on Dask holding the file's replicas (default: one per replica)")
+    p.add_argument("--precision", choices=("bf16", "f32"), default="bf16",
+                   help="data-parallel: the precision the workflow's ops compute in (its ops say; default bf16)")
+    p.add_argument("--epochs", type=whole(1, 10_000, "a count"), metavar="N", help="data-parallel: epochs (default: [train] epochs)")
+    p.add_argument("--scheduler", metavar="tcp://HOST:PORT", help="data-parallel: use this Dask cluster")
+    p.add_argument("--every", type=whole(1, 1_000_000, "a count"), default=10, metavar="K",
+                   help="data-parallel: print every K-th step (default 10)")
     p.set_defaults(fn=cmd_train)

@@ -112,7 +112,7 @@ class ThemedLabel(QLabel):
         self._render = render
         self.setText(render() if render is not None else "")
 
-    def changeEvent(self, event) -> None:  # noqa: N802
+    def changeEvent(self, event) -> None:
         super().changeEvent(event)
         if event.type() in PALETTE_EVENTS and self._render is not None:
             text = self._render()

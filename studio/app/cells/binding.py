@@ -35,6 +35,11 @@ class Binder:
         """Call ``show()`` when ``key`` changes from anywhere but ``widget``."""
         self._views.setdefault(key, []).append((widget, show))
 
+    def bound_fields(self) -> set[str]:
+        """The manifest fields (dotted) that a widget of this binder shows and edits."""
+        return {key[len(FIELD):] for key, views in self._views.items()
+                if key.startswith(FIELD) and any(w is not None for w, _ in views)}
+
     # ------------------------------------------------------------------ widgets
     def line(self, widget: QLineEdit, dotted: str, *, to_value=str, to_text=str) -> QLineEdit:
         key = FIELD + dotted

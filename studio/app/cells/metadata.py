@@ -1,15 +1,17 @@
-"""Op cell: identity and metadata — id, summary, license (SPDX, validated), visibility, authors."""
+"""Op cell: identity and metadata — id, summary, license (SPDX, validated), visibility, authors: the
+fields declared for the "op" form (studio/engine/contract/fields.py), laid out by cells/form.py."""
 from __future__ import annotations
 
 from PySide6.QtCore import QTimer
-from PySide6.QtWidgets import QComboBox, QFormLayout, QLineEdit
 
 from ...engine.contract.catalog import origin_of
-from ...engine.contract.contract import VISIBILITIES, OpId
+from ...engine.contract.contract import OpId
+from ...engine.contract.fields import form_fields
 from ...engine.errors import StudioError
 from ..model import FIELD
 from .base import Cell, InlineMessage
 from .binding import Binder
+from .form import Form
 
 
 def license_problem(expr: str) -> StudioError | None:
@@ -32,44 +34,20 @@ class MetadataCell(Cell):
         self.doc = doc
         self.background = background
         self.binder = Binder(doc, on_error=lambda e: self.message.show_error(e))
-        form = QFormLayout()
-        self.id = QLineEdit()
-        self.id.setPlaceholderText("namespace/author/name@version")
-        self.summary = QLineEdit()
-        self.license = QLineEdit()
-        self.license.setPlaceholderText("SPDX expression, e.g. Apache-2.0 (required to leave private)")
-        self.visibility = QComboBox()
-        self.visibility.addItems(VISIBILITIES)
-        self.authors = QLineEdit()
-        self.authors.setPlaceholderText("comma-separated")
-        self.id.setToolTip("the op's identity, namespace/author/name@version (e.g. user/demo/windowed_median@1): "
-                           "lower-case namespace and name, version a whole number from 1")
-        self.summary.setToolTip("one line saying what the op computes; the catalog card shows it")
-        self.license.setToolTip("an SPDX license expression: ids joined by AND / OR, parentheses, WITH exceptions "
-                                "(e.g. Apache-2.0, MIT OR Apache-2.0); required before the visibility leaves private")
-        self.visibility.setToolTip("who may see the op: private (only you, the default), workspace, or public; "
-                                   "leaving private needs a license")
-        self.authors.setToolTip("the op's authors, comma-separated (e.g. Ada Lovelace, Scellis Studio)")
-        form.addRow("id", self.id)
         self.id_message = InlineMessage()
-        form.addRow("", self.id_message)
-        form.addRow("summary", self.summary)
-        form.addRow("license", self.license)
         self.license_message = InlineMessage()
-        form.addRow("", self.license_message)
-        form.addRow("visibility", self.visibility)
-        form.addRow("authors", self.authors)
+        # the fields, their widgets, placeholders, tooltips and bindings: from the declaration (fields.py)
+        self.form = Form(self.binder, form_fields("op"), read_only=doc.read_only,
+                         after={"id": self.id_message, "license": self.license_message})
+        for path, widget in self.form.widgets.items():      # self.id, self.summary, self.license, ...
+            name = path.replace(".", "_")
+            if not hasattr(self, name):
+                setattr(self, name, widget)
         self.message = InlineMessage()
-        form.addRow("", self.message)
-        self.body_layout.addLayout(form)
+        self.form.layout.addRow("", self.message)
+        self.body_layout.addLayout(self.form.layout)
 
         b = self.binder
-        b.line(self.id, "id")
-        b.line(self.summary, "summary")
-        b.line(self.license, "license")
-        b.combo(self.visibility, "visibility", default="private")
-        b.line(self.authors, "authors", to_value=lambda t: [a.strip() for a in t.split(",") if a.strip()],
-               to_text=lambda v: ", ".join(v) if isinstance(v, list) else str(v))
         b.watch(FIELD + "id", None, self._validate_id)
         doc.pathChanged.connect(self._validate_id)          # an untitled document saved, or Save As: its source
         self._license_timer = QTimer(self, singleShot=True, interval=250)
@@ -78,9 +56,6 @@ class MetadataCell(Cell):
         b.watch(FIELD + "visibility", None, self._license_timer.start)
         self._validate_id()
         self._license_timer.start()
-        for w in (self.id, self.summary, self.license, self.authors):
-            w.setReadOnly(doc.read_only)
-        self.visibility.setEnabled(not doc.read_only)
 
     def _validate_id(self, *_) -> None:
         try:

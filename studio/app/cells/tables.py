@@ -147,7 +147,7 @@ class RowTable(QWidget):
         self._fit()
         self.edited.emit()
 
-    def setEnabled(self, on: bool) -> None:  # noqa: N802
+    def setEnabled(self, on: bool) -> None:
         super().setEnabled(on)
         self.add_button.setVisible(on)
         self.remove_button.setVisible(on)

@@ -2,19 +2,11 @@
 checker's rule between them, applied as you choose."""
 from __future__ import annotations
 
-from PySide6.QtWidgets import (
-    QComboBox,
-    QDoubleSpinBox,
-    QFormLayout,
-    QHBoxLayout,
-    QLabel,
-    QPlainTextEdit,
-    QSpinBox,
-)
+from PySide6.QtWidgets import QComboBox, QDoubleSpinBox, QHBoxLayout, QLabel, QSpinBox
 
+from ...engine.contract.fields import field, form_fields
 from ...engine.contract.tolerance import (
     BOUND_CATEGORIES,
-    CATEGORIES,
     NON_ARITHMETIC,
     STANDARD_ULP,
     check_class_fits_category,
@@ -24,6 +16,7 @@ from ...engine.errors import StudioError
 from ..model import FIELD
 from .base import Cell, InlineMessage
 from .binding import Binder
+from .form import Form
 
 KINDS = ["exact", "ulp", "bound"]
 CATEGORY_NOTES = {
@@ -49,7 +42,6 @@ class ToleranceCell(Cell):
         super().__init__(number, parent)
         self.doc = doc
         self.binder = Binder(doc, on_error=lambda e: self.message.show_error(e))
-        form = QFormLayout()
         row = QHBoxLayout()
         self.kind = QComboBox()
         self.kind.addItems(KINDS)
@@ -60,8 +52,7 @@ class ToleranceCell(Cell):
         self.factor.setRange(0.01, 100.0)
         self.factor.setSingleStep(0.1)
         self.factor.setPrefix("C = ")
-        self.kind.setToolTip("the tolerance class the op claims: exact (bit for bit the reference), ulp(K) (within "
-                             "K units in the last place) or bound(C) (within C times the standard γ·Σ|terms| bound)")
+        self.kind.setToolTip(field("tolerance.class").help)
         self.ulps.setToolTip("K of ulp(K): how many units in the last place an output may differ from the reference")
         self.factor.setToolTip("C of bound(C): the factor on the standard accumulation bound (1 is plain bound; "
                                "above 1 is looser than the category allows)")
@@ -69,36 +60,27 @@ class ToleranceCell(Cell):
         row.addWidget(self.ulps)
         row.addWidget(self.factor)
         row.addStretch(1)
-        form.addRow("tolerance class", row)
-        self.category = QComboBox()
-        self.category.addItems(sorted(CATEGORIES))
-        self.category.setToolTip("what the op does to values: its category decides which tolerance classes it may "
-                                 "claim (the note below says the rule)")
-        form.addRow("semantic category", self.category)
         self.note = QLabel()
         self.note.setProperty("note", True)          # the muted colour, from the app style sheet
-        form.addRow("", self.note)
-        self.justification = QPlainTextEdit()
+        # category and justification: widget, tooltip, placeholder and binding from the declaration
+        # (fields.py); the class is this cell's own three controls, bound below
+        self.form = Form(self.binder, form_fields("tolerance"), read_only=doc.read_only,
+                         own={"tolerance.class": row}, after={"tolerance.category": self.note})
+        self.category = self.form.widgets["tolerance.category"]
+        self.justification = self.form.widgets["tolerance.justification"]
         self.justification.setFixedHeight(64)
-        self.justification.setPlaceholderText("why no rounding happens (required for exact)")
-        self.justification.setToolTip("why the op needs no rounding, in a sentence or two (e.g. it compares and "
-                                      "selects, so each output is one of the inputs): required for exact")
-        form.addRow("justification", self.justification)
         self.message = InlineMessage()
-        form.addRow("", self.message)
-        self.body_layout.addLayout(form)
+        self.form.layout.addRow("", self.message)
+        self.body_layout.addLayout(self.form.layout)
 
-        self.binder.combo(self.category, "tolerance.category")
-        self.binder.plain(self.justification, "tolerance.justification")
         for w in (self.kind, self.ulps, self.factor):
             (w.currentTextChanged if isinstance(w, QComboBox) else w.valueChanged).connect(self._class_edited)
         self.binder.watch(FIELD + "tolerance.class", self, self._from_model)
         for k in ("tolerance.class", "tolerance.category", "tolerance.justification"):
             self.binder.watch(FIELD + k, None, self._validate)
         self._from_model()
-        for w in (self.kind, self.ulps, self.factor, self.category):
+        for w in (self.kind, self.ulps, self.factor):
             w.setEnabled(not doc.read_only)
-        self.justification.setReadOnly(doc.read_only)
 
     def _class_edited(self, *_):
         kind = self.kind.currentText()

@@ -46,17 +46,9 @@ def describe_case(f: dict) -> str:
 
 
 def timing_line(timing: dict | None) -> str:
-    """The run's per-phase split (the report's ``timing``, studio/engine/proof/progressive.py): each
-    phase's seconds, "cached" for a phase answered from a cache, when the first failure streamed in."""
-    if not timing:
-        return ""
-    cached = set(timing.get("cached") or [])
-    parts = [f"{k} {'cached' if k in cached else f'{v:.2f} s'}" for k, v in (timing.get("phases") or {}).items()]
-    if timing.get("first_failure_s") is not None:
-        parts.append(f"first failure at {timing['first_failure_s']:.2f} s")
-    if timing.get("forward_verdict_s") is not None:
-        parts.append(f"forward verdict at {timing['forward_verdict_s']:.2f} s")
-    return "time — " + " · ".join(parts)
+    """The run's per-phase split as the engine presents it (the report's ``timing["line"]``,
+    studio/engine/proof/progressive.py ``timing_text``: the CLI prints the same line)."""
+    return f"time — {timing['line']}" if timing and timing.get("line") else ""
 
 
 def mutation_line(report: dict) -> str:
@@ -216,12 +208,16 @@ class ConformancePanel(JobPanel):
         self.receipt_box.setVisible(False)
         self.body_layout.addWidget(self.receipt_box)
 
-        self.run_button.clicked.connect(lambda: self.runRequested.emit(self.seed.value(), self.large.isChecked()))
+        self.run_button.clicked.connect(lambda: self.request_run())
         self.cancel_button.clicked.connect(self.cancelRequested.emit)
         self.report: dict | None = None
         self.receipt: dict | None = None
 
     # ------------------------------------------------------------------ states
+    def request_run(self) -> None:
+        """Ask for a run with the seed and corpus size as set (the ▶ button, Ctrl+Enter in this cell)."""
+        self.runRequested.emit(self.seed.value(), self.large.isChecked())
+
     def started(self) -> None:
         """A new run: the last result goes at once (nothing of it stays on screen under "running")."""
         self.run_button.setEnabled(False)

@@ -181,9 +181,13 @@ class RunPanel(JobPanel):
         self.param_spins: dict[str, QSpinBox] = {}
         self.data: dict[str, np.ndarray] = {}
         self.proven: bool | None = None
-        self.run_button.clicked.connect(lambda: self.runRequested.emit(self.request()))
+        self.run_button.clicked.connect(lambda: self.request_run())
         self.cancel_button.clicked.connect(self.cancelRequested.emit)
         self.export_data.clicked.connect(self.exportDataRequested.emit)
+
+    def request_run(self) -> None:
+        """Ask for a run on the chosen input (the ▶ button, Ctrl+Enter in this cell)."""
+        self.runRequested.emit(self.request())
 
     def set_inputs(self, names: list[str]) -> None:
         """One row per input the signature declares (a row that stays keeps what the user chose). The

@@ -106,9 +106,8 @@ class TunePanel(QWidget):
     def _client(self):
         if self._factory is not None:
             return self._factory()
-        from ...engine.services.tuning import HANDLERS
         from ...engine.worker.client import WorkerClient
-        return WorkerClient(budget_s=1800.0, handlers=HANDLERS)
+        return WorkerClient(budget_s=1800.0)
 
     def run(self) -> None:
         if self.thread is not None and self.thread.is_alive():
@@ -174,7 +173,7 @@ class TunePanel(QWidget):
 
 def install_tune(window) -> QDockWidget:
     """The Tune dock (hidden until asked for) and Tools ▸ Tune kernel."""
-    window.tune_dock = window.add_tool_dock(
+    window.tune_dock = window.docks.add_tool_dock(
         "Tune", "tune_dock", TunePanel, "&Tune kernel…",
         "prove, then time, every candidate of an op's tunable overrides on this GPU (docs/performance.md)")
     return window.tune_dock

@@ -4,7 +4,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from PySide6.QtCore import Qt
-from PySide6.QtGui import QAction
 from PySide6.QtWidgets import (
     QApplication,
     QComboBox,
@@ -25,22 +24,18 @@ from PySide6.QtWidgets import (
 from ...engine.atomic import write_bytes
 from ...engine.contract.package import MANIFEST, OpPackage, load_package
 from ...engine.errors import StudioError
-from ...engine.services import proof_report, publishing
+from ...engine.services import publishing
+from ..actions import PUBLISH_LAYOUT
 from ..fitting import fit_title
 from ..published import confirm_published
 from ..latest_check import LatestCheck
 
 
 def publishing_workers(parent):
-    """Device workers whose clients also know the publishing requests (publish, card, verify_here) and
-    the proof report's (report, report_check)."""
+    """Device workers for the publishing requests (publish, card, verify_here) and the proof
+    report's (report, report_check): their own lanes, the request table's kinds and budgets."""
     from ..worker_bridge import DeviceWorkers
-
-    def factory(*, budget_s: float):
-        from ...engine.worker.client import WorkerClient
-        return WorkerClient(budget_s=budget_s, handlers={**publishing.HANDLERS, **proof_report.HANDLERS},
-                            budgets={**publishing.BUDGETS, **proof_report.BUDGETS})
-    return DeviceWorkers(client_factory=factory, parent=parent)
+    return DeviceWorkers(parent=parent)
 
 
 def profile_id(window) -> str:
@@ -230,10 +225,10 @@ def show_card(window, pkg: OpPackage | None = None) -> CardView | None:
         dock = window.card_dock = QDockWidget("Card", window)
         dock.setObjectName("card_dock")
         dock.setWidget(CardView())
-        window.add_dock(dock, Qt.DockWidgetArea.RightDockWidgetArea, scroll=False)   # a text view: it scrolls
+        window.docks.add_dock(dock, Qt.DockWidgetArea.RightDockWidgetArea, scroll=False)   # a text view: it scrolls
     dock.panel.show_package(pkg, ctx=window.ctx, profile=profile_id(window))
-    if hasattr(window, "show_tool_dock"):
-        window.show_tool_dock(dock)             # a third of the window or so; the window keeps its size
+    if hasattr(window, "docks"):
+        window.docks.show_tool_dock(dock)             # a third of the window or so; the window keeps its size
     else:
         dock.show()
     return dock.panel
@@ -296,19 +291,14 @@ def install_publish(window) -> None:
     app = QApplication.instance()
     if app is not None:
         app.aboutToQuit.connect(workers.close)
-    menu = window.publish_menu = window.menuBar().addMenu("&Publish")
-    for text, slot in (("Publish…", lambda: open_publish_dialog(window)), ("Card", lambda: show_card(window)),
-                       ("Proof report…", lambda: save_proof_report(window)), ("Fork…", lambda: fork_current(window))):
-        a = QAction(text, window)
-        a.triggered.connect(slot)
-        menu.addAction(a)
+    window.publish_menu = window.menus.extend(PUBLISH_LAYOUT, {      # declared in studio/app/actions.py
+        "publish.publish": lambda: open_publish_dialog(window), "publish.card": lambda: show_card(window),
+        "publish.report": lambda: save_proof_report(window), "publish.fork": lambda: fork_current(window),
+        "publish.ring": lambda: (window.ring_dock.show(), window.ring_panel.refresh())})["publish"]
     window.ring_panel = RingPanel(window.ctx, workers=window.publish_workers, profile=lambda: profile_id(window))
     dock = window.ring_dock = QDockWidget("Exchange ring", window)
     dock.setObjectName("ring_dock")
     dock.setWidget(window.ring_panel)
-    window.add_dock(dock)                 # in View ▸ Panels too; it scrolls inside the dock
+    window.docks.add_dock(dock)                 # in View ▸ Panels too; it scrolls inside the dock
     dock.hide()
     dock.toggleViewAction().triggered.connect(lambda on: on and window.ring_panel.refresh())
-    a = QAction("Ring panel", window)
-    a.triggered.connect(lambda: (dock.show(), window.ring_panel.refresh()))
-    menu.addAction(a)

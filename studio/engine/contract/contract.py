@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass
 
 from ..errors import StudioError
@@ -10,7 +9,9 @@ from ..precision import PRECISIONS
 from .backward import Backward, Composition, parse_backward
 from .bindings import BindingDescriptor, parse_bindings
 from .expr import Expr
+from .fields import VISIBILITIES, read_fields  # noqa: F401 - VISIBILITIES: declared in fields.py, read from here
 from .manifest import Manifest
+from .opid import ID_RE, OpId  # noqa: F401 - ID_RE: read from here too
 from .sharding import Sharding, read_sharding
 from .signature import Signature, parse_signature
 from .tolerance import Tolerance, parse_tolerance
@@ -18,34 +19,6 @@ from .toml_position import position
 
 DEFAULT_KERNEL_FILE = "forward.wgsl"      # [kernel] file when the manifest names none
 DEFAULT_REFERENCE_FILE = "reference.py"   # [reference] file when the manifest names none
-
-ID_RE = re.compile(r"^(?P<ns>[a-z][a-z0-9_-]*)/(?P<author>[a-z0-9][a-z0-9_.-]*)/(?P<name>[a-z][a-z0-9_]*)@(?P<version>[1-9][0-9]*)$")
-VISIBILITIES = ("private", "workspace", "public")
-MAX_AUTHORS = 64
-
-
-@dataclass(frozen=True)
-class OpId:
-    namespace: str
-    author: str
-    name: str
-    version: int
-
-    @classmethod
-    def parse(cls, text: str, *, file: str | None = None, field: str = "id") -> "OpId":
-        m = ID_RE.match(text or "")
-        if not m:
-            raise StudioError(f"bad op id {text!r}", file=file, field=field,
-                              hint="write namespace/author/name@version, e.g. user/demo/windowed_median@1")
-        return cls(m["ns"], m["author"], m["name"], int(m["version"]))
-
-    @property
-    def unversioned(self) -> str:
-        return f"{self.namespace}/{self.author}/{self.name}"
-
-    def __str__(self) -> str:
-        return f"{self.unversioned}@{self.version}"
-
 
 @dataclass
 class KernelSpec:
@@ -101,11 +74,8 @@ def _embedded(m: Manifest, dotted: str, parse):
 
 def build_contract(m: Manifest) -> Contract:
     from .expr import parse_expr  # local: expr grammar loads lazily
-    op_id = OpId.parse(m.get("id", str), file=m.file)
-    visibility = m.get("visibility", str, required=False, default="private")
-    if visibility not in VISIBILITIES:
-        raise StudioError(f"visibility {visibility!r} is not one of {', '.join(VISIBILITIES)}",
-                          file=m.file, field="visibility")
+    field = read_fields(m)                      # id, summary, license, visibility, authors, [tolerance] (fields.py)
+    op_id = OpId.parse(field["id"], file=m.file)
     precision = m.get("reference.precision", str, required=False, default="f64")
     if precision not in PRECISIONS:
         raise StudioError(f"reference.precision {precision!r} is not one of {', '.join(PRECISIONS)}",
@@ -115,25 +85,18 @@ def build_contract(m: Manifest) -> Contract:
     wg = math.prod(workgroup) if workgroup else m.get("kernel.workgroup_size", int, required=False, default=64)
     if not 1 <= wg <= 256:
         raise StudioError(f"kernel.workgroup_size {wg} outside [1, 256]", file=m.file, field="kernel.workgroup_size")
-    authors = m.get("authors", list, required=False, default=[])
-    if not all(isinstance(a, str) for a in authors):
-        raise StudioError("authors must be a list of strings", file=m.file, field="authors")
-    if len(authors) > MAX_AUTHORS or any(len(a) > 200 for a in authors):
-        raise StudioError(f"authors: at most {MAX_AUTHORS} names of at most 200 characters", file=m.file,
-                          field="authors")
-    license_ = m.get("license", str, required=False, max_len=1000)
     _no_composite_section(m)
     backward = _embedded(m, "backward.text", parse_backward)
     composite = backward.composition
     contract = Contract(
         id=op_id,
-        summary=m.get("summary", str, max_len=400),
-        license=license_,
-        visibility=visibility,
-        authors=authors,
+        summary=field["summary"],
+        license=field["license"],
+        visibility=field["visibility"],
+        authors=list(field["authors"]),
         signature=_embedded(m, "signature", parse_signature),
-        tolerance=parse_tolerance(m.get("tolerance.class", str), m.get("tolerance.category", str),
-                                  m.get("tolerance.justification", str, required=False, default=""), file=m.file),
+        tolerance=parse_tolerance(field["tolerance.class"], field["tolerance.category"],
+                                  field["tolerance.justification"], file=m.file),
         reference_file=_reference_file(m),
         reference_forward=m.get("reference.forward", str, required=False, default="forward"),
         precision=precision,

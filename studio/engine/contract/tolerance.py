@@ -73,7 +73,8 @@ BOUND_FIELDS = {fn: ("weight",) + (("weighted_arg",) if acc[1] or acc[4] else ()
 def builtin_allowance(fn: str, sums: dict) -> np.ndarray:
     """WGSL's allowance for built-in ``fn``, per output, from the reference's sums (above)."""
     a, b, absolute, c, d, e = BOUND_ACCURACY[fn]
-    get = lambda k: np.abs(np.asarray(sums.get(k, 0.0), np.float64))       # noqa: E731
+    def get(k):
+        return np.abs(np.asarray(sums.get(k, 0.0), np.float64))
     w, wx, v = get("weight"), get("weighted_arg"), get("abs_weight")
     return 2.0 ** -23 * (a * w + b * wx) + U32 * (c * w + d * wx) + (absolute + e * U32) * v
 
@@ -336,7 +337,8 @@ def compare(tol: Tolerance, expected: np.ndarray, got: np.ndarray, *, magnitude:
         return None
     i = int(bad[0])
     if tol.kind == "bound":
-        at = lambda a: float(np.broadcast_to(a, expected.shape)[i])
+        def at(a):
+            return float(np.broadcast_to(a, expected.shape)[i])
         ki, mi, lim = int(at(k)) - 2, at(mag), at(limit)       # the k counted, not k + 2
         fns = (f" + {'WGSL' + chr(39) + 's ' + ', '.join(tol.builtins) + ' and ' if tol.builtins else ''}the last "
                f"rounding ({at(extra):.3g})") if allowance is not None else ""

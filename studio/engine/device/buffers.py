@@ -9,6 +9,7 @@ limit."""
 from __future__ import annotations
 
 import math
+import re
 import time
 from dataclasses import dataclass
 
@@ -43,21 +44,33 @@ class Timing:
     run_s: float = 0.0               # submission until the device finished (llvmpipe JITs at first use)
 
 
+WORKGROUP_VAR = re.compile(r"\bvar\s*<\s*workgroup\s*>")
+
+
+def uses_workgroup_memory(source: str) -> bool:
+    """Whether a kernel declares workgroup memory: only such a kernel can read what another left there."""
+    return WORKGROUP_VAR.search(source) is not None
+
+
 def dispatch_resident(program: KernelProgram, env: dict, shapes: dict[str, tuple], dtypes: dict[str, str],
                       inputs: dict[str, DeviceTensor], *, device: Device, label: str = "",
-                      timing: Timing | None = None) -> dict[str, DeviceTensor]:
+                      timing: Timing | None = None, wait: bool = True) -> dict[str, DeviceTensor]:
     """One case of ``program``: bindings named in ``inputs`` are bound to those tensors' buffers;
     every other storage binding gets a new zeroed buffer of its own (it outlives the call, so not
     from the pool), returned when its name is in ``shapes`` (with its dtype from ``dtypes``).
     Nothing is uploaded or read back; the call waits for the device (a 4-byte fence: wgpu 0.32's
-    on_submitted_work_done_sync fails in its FFI), so ``timing`` splits compiling from running."""
+    on_submitted_work_done_sync fails in its FFI), so ``timing`` splits compiling from running —
+    unless ``wait`` is False (a trainer's step: the queue keeps the submissions in order, and the
+    read-back at the end waits for all of them). Workgroup memory is cleared between packages
+    (Device.isolate) before a kernel that declares any: one that declares none cannot read it."""
     wgpu, dev = device.wgpu, device.device
     U = wgpu.BufferUsage
     check_binding_size(program.op, shapes, [t.nbytes for t in inputs.values()], device)
     t0 = time.perf_counter()
     pipeline = _pipeline(program, program.source, device, env)
     t1 = time.perf_counter()
-    device.isolate(program.owner or program.op)
+    if uses_workgroup_memory(program.source):
+        device.isolate(program.owner or program.op)
     launch = _launch(program, env, device)
     slots = _plan(program.bindings, env, {}, guard=False,
                   bound={k: (t.buffer, max(t.nbytes, 4)) for k, t in inputs.items()})
@@ -82,13 +95,14 @@ def dispatch_resident(program: KernelProgram, env: dict, shapes: dict[str, tuple
     cp = enc.begin_compute_pass()
     _encode(cp, dev, pipeline, slots, launch)
     cp.end()
-    fence = dev.create_buffer(size=4, usage=U.MAP_READ | U.COPY_DST)
-    if outs:
+    fence = dev.create_buffer(size=4, usage=U.MAP_READ | U.COPY_DST) if wait else None
+    if outs and fence is not None:
         enc.copy_buffer_to_buffer(next(iter(outs.values())).buffer, 0, fence, 0, 4)
     dev.queue.submit([enc.finish()])
-    fence.map_sync(wgpu.MapMode.READ)
-    fence.unmap()
-    fence.destroy()
+    if fence is not None:
+        fence.map_sync(wgpu.MapMode.READ)
+        fence.unmap()
+        fence.destroy()
     if timing is not None:
         timing.compile_s += t1 - t0
         timing.run_s += time.perf_counter() - t1

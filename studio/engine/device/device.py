@@ -215,7 +215,7 @@ class Device:
         if mod is None:
             try:
                 mod = self.device.create_shader_module(label=os.path.basename(file), code=source)
-            except Exception as e:  # wgpu raises GPUValidationError with naga's report
+            except Exception as e:  # noqa: BLE001 (wgpu raises GPUValidationError with naga's report)
                 raise compile_error(e, file=file, user_lines=user_lines) from None
             self._modules[key] = mod
         return mod

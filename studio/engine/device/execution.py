@@ -259,7 +259,7 @@ def _pipeline(program: KernelProgram, source: str, device: Device, env: dict, gr
                                user_lines=program.source.count("\n") + 1, constants=desc.override_values(env))
     except StudioError:
         raise
-    except Exception as e:            # wgpu refused the layout: said in the product's words (layout_words.py)
+    except Exception as e:            # noqa: BLE001 (wgpu refused the layout: said in the product's words, layout_words.py)
         raise run_failure(program, e) or e from None
 
 
@@ -286,16 +286,38 @@ def _encode(cp, dev, pipeline, slots: list[_Slot], launch: tuple[int, ...]) -> N
 
 
 def _submit(program, device: Device, chunk: list, prepared: list, pipes: list, default, guard: bool):
-    wgpu, dev = device.wgpu, device.device
+    """One submission of a chunk of cases, in three steps: plan (each slot's offset in its arena) →
+    encode (the arenas, their uploads, the outputs' first words, the compute pass, the copy to staging)
+    → read back (one mapping, each case's outputs)."""
+    dev = device.device
     launches = {at: _launch(program, prepared[at][0], device) for at, _ in chunk}   # refused before anything
-    lim = dev.limits
-    s_align = int(lim.get("min-storage-buffer-offset-alignment", 256))
-    u_align = int(lim.get("min-uniform-buffer-offset-alignment", 256))
+    totals = _place(chunk, dev.limits)
+    arenas = _take_arenas(device, totals)
+    _upload(dev, chunk, arenas, totals)
+    enc = dev.create_command_encoder()
+    if arenas.output is not None:
+        _prime_outputs(enc, dev, chunk, arenas, totals, guard)
+    _encode_pass(enc, dev, chunk, arenas, pipes, default, launches)
+    if arenas.output is not None:
+        enc.copy_buffer_to_buffer(arenas.output, 0, arenas.staging, 0, totals["output"])
+    dev.queue.submit([enc.finish()])
+    return _read_back(program, device, chunk, prepared, arenas, totals["output"], guard)
+
+
+def _arena_of(s: _Slot) -> str:
+    """The arena a slot lives in: its uniform bytes, its input, or its output (in place too)."""
+    return "uniform" if s.binding.kind == "uniform" else "input" if s.data is not None and not s.inout else "output"
+
+
+def _place(chunk: list, limits) -> dict[str, int]:
+    """Plan: each slot's offset in its arena (aligned as the device asks), an in-place input's staging
+    place in the input arena; returns each arena's size in bytes."""
+    s_align = int(limits.get("min-storage-buffer-offset-alignment", 256))
+    u_align = int(limits.get("min-uniform-buffer-offset-alignment", 256))
     totals = {"uniform": 0, "input": 0, "output": 0}
     for _, slots in chunk:
         for s in slots:
-            kind = ("uniform" if s.binding.kind == "uniform" else "input" if s.data is not None and not s.inout
-                    else "output")
+            kind = _arena_of(s)
             s.offset = _align(totals[kind], u_align if kind == "uniform" else s_align)
             if s.data is not None and not s.inout:
                 s.size = len(s.data)
@@ -303,7 +325,21 @@ def _submit(program, device: Device, chunk: list, prepared: list, pipes: list, d
             if s.inout:                   # the input's values, staged in the input arena
                 s.src = _align(totals["input"], s_align)
                 totals["input"] = s.src + len(s.data)
-    U = wgpu.BufferUsage
+    return totals
+
+
+@dataclass
+class _Arenas:
+    uniform: object
+    input: object
+    output: object
+    staging: object                   # the output arena's mapped copy
+    used: list                        # every buffer taken from the pool, given back after the readback
+
+
+def _take_arenas(device: Device, totals: dict[str, int]) -> _Arenas:
+    """The chunk's buffers from the device's pool (None where an arena is empty)."""
+    U = device.wgpu.BufferUsage
     used = []
 
     def arena(kind: str, usage):
@@ -316,53 +352,68 @@ def _submit(program, device: Device, chunk: list, prepared: list, pipes: list, d
     ibuf = arena("input", U.STORAGE | U.COPY_SRC | U.COPY_DST)
     obuf = arena("output", U.STORAGE | U.COPY_SRC | U.COPY_DST)
     staging = arena("output", U.MAP_READ | U.COPY_DST)
-    if ubuf is not None:
+    return _Arenas(ubuf, ibuf, obuf, staging, used)
+
+
+def _upload(dev, chunk: list, arenas: _Arenas, totals: dict[str, int]) -> None:
+    """The uniforms in one write, each input (and each in-place input's values) in its own."""
+    if arenas.uniform is not None:
         blob = bytearray(totals["uniform"])
         for _, slots in chunk:
             for s in slots:
                 if s.binding.kind == "uniform":
                     blob[s.offset:s.offset + s.size] = s.data
-        dev.queue.write_buffer(ubuf, 0, blob)
+        dev.queue.write_buffer(arenas.uniform, 0, blob)
     for _, slots in chunk:
         for s in slots:
             if s.data is not None and s.binding.kind != "uniform":   # the whole range: nothing earlier is left
-                dev.queue.write_buffer(ibuf, s.src if s.inout else s.offset, s.data)
-    enc = dev.create_command_encoder()
-    if obuf is not None:
-        if guard:                     # poison in every output, canaries after it
-            words = np.full(totals["output"] // 4, CANARY_WORD, dtype=np.uint32)
-            for _, slots in chunk:
-                for s in slots:
-                    if s.data is None:
-                        words[s.offset // 4:s.offset // 4 + s.count] = poison(s.binding.dtype)
-            dev.queue.write_buffer(obuf, 0, words)
-        else:                         # zeroed, as a new WebGPU buffer is
-            enc.clear_buffer(obuf, 0, totals["output"])
-        for _, slots in chunk:        # in place: the input's values, over the poison, before the kernel
+                dev.queue.write_buffer(arenas.input, s.src if s.inout else s.offset, s.data)
+
+
+def _prime_outputs(enc, dev, chunk: list, arenas: _Arenas, totals: dict[str, int], guard: bool) -> None:
+    """The output arena before the kernel: poison and canaries under ``guard``, else zeros; then each
+    in-place output's input values copied over it."""
+    if guard:                         # poison in every output, canaries after it
+        words = np.full(totals["output"] // 4, CANARY_WORD, dtype=np.uint32)
+        for _, slots in chunk:
             for s in slots:
-                if s.inout and s.count:
-                    enc.copy_buffer_to_buffer(ibuf, s.src, obuf, s.offset, 4 * s.count)
+                if s.data is None:
+                    words[s.offset // 4:s.offset // 4 + s.count] = poison(s.binding.dtype)
+        dev.queue.write_buffer(arenas.output, 0, words)
+    else:                             # zeroed, as a new WebGPU buffer is
+        enc.clear_buffer(arenas.output, 0, totals["output"])
+    for _, slots in chunk:            # in place: the input's values, over the poison, before the kernel
+        for s in slots:
+            if s.inout and s.count:
+                enc.copy_buffer_to_buffer(arenas.input, s.src, arenas.output, s.offset, 4 * s.count)
+
+
+def _encode_pass(enc, dev, chunk: list, arenas: _Arenas, pipes: list, default, launches: dict) -> None:
+    """One compute pass: each case's slots bound to their arena, its pipeline, its launch."""
+    buffers = {"uniform": arenas.uniform, "input": arenas.input, "output": arenas.output}
     cp = enc.begin_compute_pass()
     for at, slots in chunk:
         for s in slots:
-            s.buffer = (ubuf if s.binding.kind == "uniform" else ibuf if s.data is not None and not s.inout
-                        else obuf)
+            s.buffer = buffers[_arena_of(s)]
         _encode(cp, dev, pipes[at] if pipes else default, slots, launches[at])
     cp.end()
-    if obuf is not None:
-        enc.copy_buffer_to_buffer(obuf, 0, staging, 0, totals["output"])
-    dev.queue.submit([enc.finish()])
+
+
+def _read_back(program, device: Device, chunk: list, prepared: list, arenas: _Arenas, size: int, guard: bool):
+    """Read back: the staging buffer mapped once, each case's outputs copied out of it; the arenas go
+    back to the pool whatever happens."""
+    staging, words = arenas.staging, None
     out = []
     try:
         if staging is not None:
-            staging.map_sync(wgpu.MapMode.READ, 0, totals["output"])
-            words = np.frombuffer(staging.read_mapped(0, totals["output"], copy=False), dtype=np.uint32)
+            staging.map_sync(device.wgpu.MapMode.READ, 0, size)
+            words = np.frombuffer(staging.read_mapped(0, size, copy=False), dtype=np.uint32)
         for at, slots in chunk:
-            out.append((at, _read_case(program, prepared[at], slots, words if staging is not None else None, guard)))
+            out.append((at, _read_case(program, prepared[at], slots, words, guard)))
     finally:
         if staging is not None and staging.map_state == "mapped":
             staging.unmap()
-        device.give_back(used)
+        device.give_back(arenas.used)
     return out
 
 

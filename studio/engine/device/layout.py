@@ -122,7 +122,7 @@ def check_layout(device, kernel: str, desc: BindingDescriptor, *, entry: str, ke
             errors.append(problem(b, f"the descriptor says {want}; {why}", d,
                                   "make the WGSL variable's name and type agree with the descriptor"))
             continue
-        except Exception as e:  # wgpu's validator: slot, address space, access or size
+        except Exception as e:  # noqa: BLE001 (wgpu's validator: slot, address space, access or size)
             short = parse_layout_error(str(e))
             if short is not None and short.kind == "struct_size" and b.kind == "uniform":   # layout_words.py
                 msg, hint = struct_size_words(b, kernel, short)
@@ -144,7 +144,7 @@ def check_layout(device, kernel: str, desc: BindingDescriptor, *, entry: str, ke
                         constants=constants)
     except StudioError as e:
         errors.append(e)
-    except Exception as e:
+    except Exception as e:  # noqa: BLE001 (wgpu's validator, whatever it raises: its text is parsed into the slot it names)
         got = parse_layout_error(str(e))
         d = by_slot.get((got.group, got.binding)) if got and got.group is not None else None
         if got and got.kind == "entry_point":

@@ -131,7 +131,7 @@ def struct_size_words(b, source: str | None, p: LayoutProblem) -> tuple[str, str
     struct, members, size = found
     words = _missing_words(members, have, size)
     parts, data = [], []
-    for name, dtype, o, what in words:
+    for _name, _dtype, o, _what in words:
         mem = next((mm for mm in members if mm.offset <= o < mm.offset + mm.size), None)
         part = f"{mem.name} ({mem.type} at byte {mem.offset})" if mem else f"implicit padding at byte {o}"
         if part not in parts:

@@ -34,8 +34,8 @@ def bind(pkg: OpPackage, catalog: Catalog) -> list[BoundStep]:
     comp = pkg.contract.composite
     sig = pkg.contract.signature
     cat = catalog
-    err = lambda st, msg, hint: StudioError(msg, file=comp.file, line=st.line, col=st.col, field="backward.text",
-                                            hint=hint)
+    def err(st, msg, hint):
+        return StudioError(msg, file=comp.file, line=st.line, col=st.col, field="backward.text", hint=hint)
     known = {t.name for t in sig.inputs}
     bound = []
     for st in comp.steps:

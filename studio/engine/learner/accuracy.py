@@ -93,7 +93,7 @@ class _Acc:
         scope = tuple((lp.var, self.const(lp.lo), self.const(lp.hi)) for lp in st.loops)
         if any(hi <= lo for _, lo, hi in scope):
             return
-        shape = (self.rows,) + tuple(h - l for _, l, h in scope)
+        shape = (self.rows,) + tuple(b - a for _, a, b in scope)
         v, e = self.ev(st.expr, scope)
         base = self.lay.views[st.target.view][0]
         idx = (np.full(shape[1:] or (1,), base, np.int64) if st.target.index is None else

@@ -144,12 +144,12 @@ class _Run:
         pieces = [scope]
         if scope:                                     # the outermost loop in pieces of at most BUDGET values
             var, lo, hi = scope[0]
-            inner = max(1, int(np.prod([h - l for _, l, h in scope[1:]], dtype=np.int64)))
+            inner = max(1, int(np.prod([b - a for _, a, b in scope[1:]], dtype=np.int64)))
             step = max(1, BUDGET // (inner * self.rows))
             pieces = [((var, a, min(a + step, hi)),) + scope[1:] for a in range(lo, hi, step)]
         results = []
         for sc in pieces:                               # all values first: one parallel assignment
-            shape = (self.rows,) + tuple(h - l for _, l, h in sc)
+            shape = (self.rows,) + tuple(b - a for _, a, b in sc)
             vals = np.broadcast_to(self.ev(st.expr, sc), shape).reshape(self.rows, -1)
             if np.may_share_memory(vals, self.cur):   # a view of the frame: keep the values before any write
                 vals = vals.copy()
@@ -254,7 +254,7 @@ class _Run:
         if hi <= lo:
             empty = {"sum": 0.0, "min": np.inf, "max": -np.inf, "argmin": -1.0, "argmax": -1.0}[e.func]
             return np.full((1,) * (d + 1), empty, np.float32)
-        alive = self.rows * (hi - lo) * int(np.prod([h - l for _, l, h in scope], dtype=np.int64))
+        alive = self.rows * (hi - lo) * int(np.prod([b - a for _, a, b in scope], dtype=np.int64))
         if alive > LIMIT:
             raise StudioError(f"{e} needs {alive:,} values at once ({self.rows} row(s)); the evaluator's limit is "
                               f"{LIMIT:,}", hint="nest fewer long reductions, or use smaller k, s, m")

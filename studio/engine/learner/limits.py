@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 
-from ..arrays import MAX_ARRAY_BYTES, available_memory  # noqa: F401 - the one measure (a workflow's too)
+from ..arrays import MAX_ARRAY_BYTES, available_memory  # the one measure (a workflow's too)
 
 MAX_LEARNER_BYTES = 1 << 20          # a learner.toml is a page of settings
 MAX_WIDTH = 1 << 24                  # k, s, m: words per parameter vector, sample, state (64 MiB of f32 each)

@@ -92,6 +92,65 @@ def learn(system: System, *, client=None, owners: int | None = None, scheduler: 
         if on_event is not None:
             on_event(text)
 
+    run = _start(system, owners, resume, checkpoint, event)
+    original = run.system                                                 # what a re-admission goes back to
+    cluster, own_client = None, client is None
+    if client is None:
+        if scheduler:
+            client = connect(scheduler)
+        else:
+            cluster, client = start_cluster(len(run.system.owners))
+    try:
+        run.seat(Owners.on(client, len(run.system.owners)), owner_device)
+        while run.step < total:
+            if stop is not None and stop.is_set():
+                _stop(run, checkpoint, event)
+                break
+            try:
+                out = run.team.step(run.step + 1, inject, more=run.step + 1 < total)
+            except OwnerLost as e:
+                run.faults += 1
+                if run.faults > max_faults:
+                    raise
+                _recover(run, e, client, checkpoint, owner_device, event)
+                continue
+            rec = _record(run, out)
+            if run.step % max(1, checkpoint_every) == 0 or run.step == total:
+                _checkpoint(run, checkpoint)
+                if readmit and run.step < total and _can_readmit(run, original, client):
+                    _readmit(run, original, client, owner_device, event)
+            if on_step is not None:
+                on_step(rec)
+        return LearnResult(run.params, run.state, run.step, run.system, run.records, events, run.metrics)
+    finally:
+        if own_client:
+            client.close()
+        if cluster is not None:
+            cluster.close()
+
+
+@dataclass
+class _Run:
+    """A learner run's state as its step loop changes it."""
+    system: System
+    params: np.ndarray
+    state: np.ndarray
+    step: int
+    metrics: list[float]
+    last: ckpt.Checkpoint | None = None   # the last checkpoint (the driver's own copy)
+    team: Owners | None = None
+    records: list[StepRecord] = field(default_factory=list)
+    faults: int = 0
+
+    def seat(self, team: Owners, owner_device: str) -> None:
+        """The owners that run from here, loaded with the run's system, parameters and state."""
+        self.team = team
+        team.load(self.system, self.params, self.state, owner_device)
+
+
+def _start(system: System, owners: int | None, resume: bool, checkpoint, event) -> _Run:
+    """The run's first state: the system (evenly shared over ``owners``), its parameters and state,
+    or the checkpoint's under ``resume``."""
     if owners is not None:
         system = system.evenly(owners)
     system.validate()                 # e.g. a dataclasses.replace()d system: bf16 only on the per-owner tree
@@ -105,76 +164,69 @@ def learn(system: System, *, client=None, owners: int | None = None, scheduler: 
         ckpt.check_resumable(ck, system, file=str(Path(checkpoint) / ckpt.FILE))
         params, state, step, metrics = ck.params, ck.state, ck.step, list(ck.metrics)
         event(f"resumed from the checkpoint at step {step}")
-    last = ckpt.Checkpoint.of(system, step, params, state, metrics)       # the driver's own copy
-    original = system                                                     # what a re-admission goes back to
-    cluster, own_client = None, client is None
-    if client is None:
-        if scheduler:
-            client = connect(scheduler)
-        else:
-            cluster, client = start_cluster(len(system.owners))
-    try:
-        team = Owners.on(client, len(system.owners))
-        team.load(system, params, state, owner_device)
-        records: list[StepRecord] = []
-        faults = 0
-        while step < total:
-            if stop is not None and stop.is_set():
-                if checkpoint is not None and last.step != step:
-                    last = ckpt.Checkpoint.of(system, step, params, state, metrics)
-                    ckpt.save(checkpoint, last)
-                event(f"stop asked: the run ends after step {step}")
-                break
-            try:
-                out = team.step(step + 1, inject, more=step + 1 < total)
-            except OwnerLost as e:
-                faults += 1
-                if faults > max_faults:
-                    raise
-                survivors = [a for o, a in enumerate(team.addresses) if o not in e.lost]
-                system = reshard(system, e.lost)
-                src = "checkpoint"
-                if checkpoint is not None and (Path(checkpoint) / ckpt.FILE).exists():
-                    last = ckpt.load(checkpoint)
-                else:
-                    src = "driver's copy of the last agreed step"
-                params, state, step, metrics = last.params, last.state, last.step, list(last.metrics)
-                records = [r for r in records if r.step <= step]
-                event(f"{e.message}; resuming from the {src} at step {step} on {len(survivors)} owner(s), "
-                      f"shares {system.shares}")
-                if system.tree == "per-owner":
-                    event(f"the per-owner tree names the partition: from here on the contract is "
-                          f"{combine.contract_hash(system)[:16]} (a different floating-point program)")
-                team = Owners(client, survivors)
-                team.load(system, params, state, owner_device)
-                continue
-            step += 1
-            params, state = out.params, out.state
-            metric = float(np.linalg.norm(out.mean.astype(np.float64)))
-            metrics.append(metric)
-            split = {"owners": out.owner_s, "driver": out.driver_s, "before_calls": out.send_s}
-            rec = StepRecord(step, metric, len(set(out.hashes)) == 1, out.hashes, list(team.addresses),
-                             system.shares, out.seconds, out.paths, split)
-            records.append(rec)
-            if step % max(1, checkpoint_every) == 0 or step == total:
-                last = ckpt.Checkpoint.of(system, step, params, state, metrics)
-                if checkpoint is not None:
-                    ckpt.save(checkpoint, last)
-                if readmit and step < total and len(system.owners) < len(original.owners) and \
-                        len(workers_now(client)) > len(set(team.addresses)):
-                    system = original
-                    team = Owners.on(client, len(system.owners))
-                    team.load(system, params, state, owner_device)
-                    event(f"a worker joined: the run's {len(system.owners)} owners are re-admitted at the "
-                          f"checkpoint of step {step}, on {len(set(team.addresses))} worker(s), shares {system.shares}")
-                    if system.tree == "per-owner":
-                        event(f"the per-owner tree names the partition: from here on the contract is "
-                              f"{combine.contract_hash(system)[:16]} again (the run's own)")
-            if on_step is not None:
-                on_step(rec)
-        return LearnResult(params, state, step, system, records, events, metrics)
-    finally:
-        if own_client:
-            client.close()
-        if cluster is not None:
-            cluster.close()
+    return _Run(system, params, state, step, metrics, last=ckpt.Checkpoint.of(system, step, params, state, metrics))
+
+
+def _stop(run: _Run, checkpoint, event) -> None:
+    """A stop asked: the step reached checkpointed (where it is not yet), and said."""
+    if checkpoint is not None and run.last.step != run.step:
+        run.last = ckpt.Checkpoint.of(run.system, run.step, run.params, run.state, run.metrics)
+        ckpt.save(checkpoint, run.last)
+    event(f"stop asked: the run ends after step {run.step}")
+
+
+def _recover(run: _Run, e: OwnerLost, client, checkpoint, owner_device: str, event) -> None:
+    """An owner lost: its samples resharded over the survivors, the run back at its last checkpoint
+    (on disk, else the driver's copy), on the surviving owners."""
+    survivors = [a for o, a in enumerate(run.team.addresses) if o not in e.lost]
+    run.system = reshard(run.system, e.lost)
+    src = "checkpoint"
+    if checkpoint is not None and (Path(checkpoint) / ckpt.FILE).exists():
+        run.last = ckpt.load(checkpoint)
+    else:
+        src = "driver's copy of the last agreed step"
+    last = run.last
+    run.params, run.state, run.step, run.metrics = last.params, last.state, last.step, list(last.metrics)
+    run.records = [r for r in run.records if r.step <= run.step]
+    event(f"{e.message}; resuming from the {src} at step {run.step} on {len(survivors)} owner(s), "
+          f"shares {run.system.shares}")
+    if run.system.tree == "per-owner":
+        event(f"the per-owner tree names the partition: from here on the contract is "
+              f"{combine.contract_hash(run.system)[:16]} (a different floating-point program)")
+    run.seat(Owners(client, survivors), owner_device)
+
+
+def _record(run: _Run, out) -> StepRecord:
+    """A step done: the run moves to its parameters and state, its metric and record kept."""
+    run.step += 1
+    run.params, run.state = out.params, out.state
+    metric = float(np.linalg.norm(out.mean.astype(np.float64)))
+    run.metrics.append(metric)
+    split = {"owners": out.owner_s, "driver": out.driver_s, "before_calls": out.send_s}
+    rec = StepRecord(run.step, metric, len(set(out.hashes)) == 1, out.hashes, list(run.team.addresses),
+                     run.system.shares, out.seconds, out.paths, split)
+    run.records.append(rec)
+    return rec
+
+
+def _checkpoint(run: _Run, checkpoint) -> None:
+    """The driver's copy of this step, and the checkpoint on disk where the run keeps one."""
+    run.last = ckpt.Checkpoint.of(run.system, run.step, run.params, run.state, run.metrics)
+    if checkpoint is not None:
+        ckpt.save(checkpoint, run.last)
+
+
+def _can_readmit(run: _Run, original: System, client) -> bool:
+    """After a fault: the cluster has more live workers than the run now uses."""
+    return len(run.system.owners) < len(original.owners) and len(workers_now(client)) > len(set(run.team.addresses))
+
+
+def _readmit(run: _Run, original: System, client, owner_device: str, event) -> None:
+    """Back to the run's own owners and partition, at this checkpoint boundary."""
+    run.system = original
+    run.seat(Owners.on(client, len(run.system.owners)), owner_device)
+    event(f"a worker joined: the run's {len(run.system.owners)} owners are re-admitted at the "
+          f"checkpoint of step {run.step}, on {len(set(run.team.addresses))} worker(s), shares {run.system.shares}")
+    if run.system.tree == "per-owner":
+        event(f"the per-owner tree names the partition: from here on the contract is "
+              f"{combine.contract_hash(run.system)[:16]} again (the run's own)")

@@ -224,8 +224,7 @@ def load_system(path: str | Path, *, max_owners: int | None = None) -> System:
     read bounded (regular files only, size caps), every size checked against the machine before
     it is allocated, and no more owners than ``max_owners`` (the workers this run may start)."""
     from ..contract.package import read_regular
-    from .limits import MAX_LEARNER_BYTES, MAX_WIDTH, check_owners, fits_memory
-    from .program import MAX_PROGRAM_BYTES, parse_program
+    from .limits import MAX_LEARNER_BYTES, fits_memory
     p = Path(path)
     if p.is_dir():
         p = p / "learner.toml"
@@ -238,6 +237,34 @@ def load_system(path: str | Path, *, max_owners: int | None = None) -> System:
     f.known(("combine",), COMBINE_KEYS)
     f.known(("owners",), OWNER_KEYS)
     base = p.resolve().parent
+    k, s, mm = _read_dims(f)
+    fits_memory(f, k, s, mm)
+    progs = _read_programs(f, base, k, s)
+    initial = getattr(progs["contribution"], "initial_params", None)
+    params = _array_field(f, ("learner", "params"), base, k,
+                          default=initial if initial is not None else np.zeros(k, np.float32))
+    state = _array_field(f, ("learner", "state"), base, mm, default=np.zeros(mm, np.float32))
+    srel = f.get(("learner", "samples"), str, required=True)
+    samples = _load(f, ("learner", "samples"), _beneath(f, ("learner", "samples"), base, srel))
+    if samples.ndim != 2 or samples.shape[1] != s:
+        raise f.error(("learner", "samples"), f"{srel} has shape {samples.shape}, the learner needs (N, {s})",
+                      hint="one row per sample, s columns")
+    n = samples.shape[0]
+    owners = _read_owners(f, base, p, n, srel, max_owners)
+    tree, prec = _read_combine(f)
+    rate = f.get(("learner", "rate"), float, required=True)
+    if not math.isfinite(rate):
+        raise f.error(("learner", "rate"), f"rate {rate} is not finite")
+    steps = f.get(("learner", "steps"), int, default=10)
+    return System.build(k=k, s=s, m=mm, contribution=progs["contribution"], update=progs["update"], params=params,
+                        state=state, rate=rate, samples=samples, owners=owners, tree=tree, precision=prec,
+                        steps=steps, name=f.get(("learner", "name"), str, default=p.parent.name),
+                        summary=f.get(("learner", "summary"), str, default=""), origin=str(p))
+
+
+def _read_dims(f: Fields) -> tuple[int, int, int]:
+    """[learner] k, s and m: the words per parameter vector, sample and state, each within bounds."""
+    from .limits import MAX_WIDTH
     dims = {}
     for key in ("k", "s", "m"):
         v = f.get(("learner", key), int, required=True)
@@ -247,8 +274,13 @@ def load_system(path: str | Path, *, max_owners: int | None = None) -> System:
             raise f.error(("learner", key), f"{key} = {v} is over the {MAX_WIDTH} words a learner may declare",
                           hint="k, s and m are counts of f32 words per parameter vector, sample and state")
         dims[key] = v
-    k, s, mm = dims["k"], dims["s"], dims["m"]
-    fits_memory(f, k, s, mm)
+    return dims["k"], dims["s"], dims["m"]
+
+
+def _read_programs(f: Fields, base: Path, k: int, s: int) -> dict:
+    """The contribution (an assignment program, or a workflow's per-sample gradient) and the update."""
+    from ..contract.package import read_regular
+    from .program import MAX_PROGRAM_BYTES, parse_program
     progs = {}
     if isinstance(f.node(("learner", "contribution")), dict):          # a workflow's per-sample gradient
         progs["contribution"] = _workflow_rule(f, base, k, s)
@@ -264,16 +296,12 @@ def load_system(path: str | Path, *, max_owners: int | None = None) -> System:
             raise f.error(("learner", key), f"cannot read the {key} program {rel}: {why}",
                           hint="a .assign file beside learner.toml (docs/assignment-programs.md)") from None
         progs[key] = parse_program(text, origin=str(q))
-    initial = getattr(progs["contribution"], "initial_params", None)
-    params = _array_field(f, ("learner", "params"), base, k,
-                          default=initial if initial is not None else np.zeros(k, np.float32))
-    state = _array_field(f, ("learner", "state"), base, mm, default=np.zeros(mm, np.float32))
-    srel = f.get(("learner", "samples"), str, required=True)
-    samples = _load(f, ("learner", "samples"), _beneath(f, ("learner", "samples"), base, srel))
-    if samples.ndim != 2 or samples.shape[1] != s:
-        raise f.error(("learner", "samples"), f"{srel} has shape {samples.shape}, the learner needs (N, {s})",
-                      hint="one row per sample, s columns")
-    n = samples.shape[0]
+    return progs
+
+
+def _read_owners(f: Fields, base: Path, p: Path, n: int, srel: str, max_owners: int | None) -> list | None:
+    """[owners] shares or assignment: each owner's samples (None: neither given, the default split)."""
+    from .limits import check_owners
     owners = None
     shares = f.get(("owners", "shares"), list)
     arel = f.get(("owners", "assignment"), str)
@@ -296,6 +324,11 @@ def load_system(path: str | Path, *, max_owners: int | None = None) -> System:
             n_owners = int(a.max()) + 1
             check_owners(f, ("owners", "assignment"), n_owners, max_owners, f"{arel} names {n_owners} owners")
         owners = [np.flatnonzero(a == o) for o in range(int(a.max()) + 1 if a.size else 1)]
+    return owners
+
+
+def _read_combine(f: Fields) -> tuple[str, str]:
+    """[combine] tree and precision (bf16 only on the per-owner tree)."""
     tree = f.get(("combine", "tree"), str, default="canonical")
     if tree not in TREES:
         raise f.error(("combine", "tree"), f"unknown combine tree '{tree}'", hint="canonical or per-owner")
@@ -304,14 +337,7 @@ def load_system(path: str | Path, *, max_owners: int | None = None) -> System:
         raise f.error(("combine", "precision"), f"unknown precision '{prec}'", hint="f32 or bf16")
     if prec == "bf16" and tree != "per-owner":
         raise f.error(("combine", "precision"), BF16_TREE, hint=BF16_HINT)
-    rate = f.get(("learner", "rate"), float, required=True)
-    if not math.isfinite(rate):
-        raise f.error(("learner", "rate"), f"rate {rate} is not finite")
-    steps = f.get(("learner", "steps"), int, default=10)
-    return System.build(k=k, s=s, m=mm, contribution=progs["contribution"], update=progs["update"], params=params,
-                        state=state, rate=rate, samples=samples, owners=owners, tree=tree, precision=prec,
-                        steps=steps, name=f.get(("learner", "name"), str, default=p.parent.name),
-                        summary=f.get(("learner", "summary"), str, default=""), origin=str(p))
+    return tree, prec
 
 
 WORKFLOW_KEYS = ("workflow", "bind", "place", "receipts", "allow_unverified")

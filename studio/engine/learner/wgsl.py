@@ -171,7 +171,8 @@ class Emitter:
             self.out("// out starts as the frame's writable slots")
             self.loop("t_copy", 0, b - a, True,
                       lambda: self.out(f"out[obase + u32(t_copy)] = frame_in[base + u32({a} + t_copy)];"))
-        for self.statement, st in enumerate(self.statements):
+        for i, st in enumerate(self.statements):
+            self.statement = i
             self.out(f"// {st}")
             if isinstance(st, Let):
                 self.out(f"let l_{st.name}: {'bool' if st.expr.ty == BOOL else 'f32'} = {self.ev(st.expr)};")
@@ -229,7 +230,8 @@ class Emitter:
         self.written[slot_set(self.form(st.target), box)] = True
 
     def emit_assign(self, st: Assign, loops, inner: bool, a: int) -> None:
-        target = lambda: f"out[obase + u32({self.int_text(self.form(st.target), -a)})]"    # noqa: E731
+        def target():
+            return f"out[obase + u32({self.int_text(self.form(st.target), -a)})]"
         if not self.hazard(st, loops):
             self.nest(loops, inner, lambda: self.out(f"{target()} = {self.ev(st.expr)};"))
             return
@@ -238,7 +240,8 @@ class Emitter:
             strides.insert(0, n)
             n *= hi - lo
         self.scratch = max(self.scratch, n)
-        ordinal = lambda: " + ".join([f"(v_{v} - {lo}) * {st_}" for (v, lo, _), st_ in zip(loops, strides)] or ["0"])  # noqa: E731
+        def ordinal():
+            return " + ".join([f"(v_{v} - {lo}) * {st_}" for (v, lo, _), st_ in zip(loops, strides)] or ["0"])
         self.nest(loops, inner, lambda: self.out(f"scratch[sbase + u32({ordinal()})] = {self.ev(st.expr)};"))
         self.nest(loops, False, lambda: self.out(f"{target()} = scratch[sbase + u32({ordinal()})];"))
 

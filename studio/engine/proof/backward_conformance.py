@@ -134,7 +134,7 @@ def conform_backward(ctx: Context, pkg: OpPackage, cases: list[tuple[CorpusCase,
         for case, outs in batch:
             items.append((case.inputs, case.params, cotangents_for(pkg, case, outs), outs))
         results = backward_dispatch(ctx, pkg, items, guard=True)
-        for (case, outs), (inputs, params, cts, _), res in zip(batch, items, results):
+        for (case, _outs), (inputs, params, cts, _), res in zip(batch, items, results):
             fails = _judge(ctx, pkg, bk.tolerance, case, inputs, params, cts, res)
             rep.failures.extend(fails)
             rep.passed += not fails

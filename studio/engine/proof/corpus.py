@@ -24,7 +24,7 @@ from . import extremes, families
 from .bands import BINADES_PER_CASE, PER_BINADE
 from .families import _dim_symbols, _minimum, _primary, swept_symbol   # noqa: F401  (the corpus's API)
 from .indices import edge_cases, index_values, is_index
-from .values import (FLT_MAX, SPECIAL_KINDS, VALUE_KINDS, _const, _values, cotangent_values,  # noqa: F401
+from .values import (FLT_MAX, SPECIAL_KINDS, VALUE_KINDS, _const, _values, cotangent_values,  # noqa: F401 (re-exported: the corpus's API)
                      float_param_values, param_values)
 
 GENERATOR = "scellis-corpus"
@@ -154,13 +154,7 @@ def generate(sig: Signature, *, seed: int = 0, large: bool = False, fold_size: i
         add = _adder(sig, cases, state)
         combos = families._param_combos(sig, param_values(sig, rng), rng, shape.size_param)
         if s == seed:             # the families of version 3, in its order: a 1-D op's corpus starts with it
-            families.sweep(shape, combos, kinds, rng, add)
-            families.value_pairs(shape, combos, kinds, rng, add)
-            families.every_kind(shape, combos, kinds, rng, add)
-            families._bands(sig, combos, shape.other_dims, shape.primary, shape.size_param, rng, add)
-            edge_cases(sig, [shape.primary, *shape.other_dims] if shape.primary and not shape.size_param else
-                       shape.other_dims, combos[0] if combos else {}, kinds, rng, add)
-            families.large(shape, sizes, combos, lambda axis: axis_env(sig, axis, seed), add, run_params)
+            _first_seed_families(shape, combos, kinds, rng, add, sizes, run_params, seed)
         else:                     # a further seed: fresh values for the sweep's sizes and every value kind
             families.sweep(shape, combos[:families.MIN_COMBOS], kinds, rng, add)
             families.every_kind(shape, combos, kinds, rng, add)
@@ -173,6 +167,19 @@ def generate(sig: Signature, *, seed: int = 0, large: bool = False, fold_size: i
     return Corpus(sig, seed, large, cases, {k: v for k, v in sizes.items() if v is not None},
                   run_params=dict(run_params) if run_params and "run" in sizes else None,
                   seeds=max(1, int(seeds)), workgroups=dict(workgroups or {}), reach=first_reach)
+
+
+def _first_seed_families(shape: families.Shape, combos: list, kinds: list, rng, add, sizes: dict, run_params, seed: int):
+    """The first seed's families, in version 3's order: the sweep, value pairs, every value kind,
+    the bands, the index edges, then the large sizes (families.py, indices.py)."""
+    sig = shape.sig
+    families.sweep(shape, combos, kinds, rng, add)
+    families.value_pairs(shape, combos, kinds, rng, add)
+    families.every_kind(shape, combos, kinds, rng, add)
+    families._bands(sig, combos, shape.other_dims, shape.primary, shape.size_param, rng, add)
+    edge_cases(sig, [shape.primary, *shape.other_dims] if shape.primary and not shape.size_param else
+               shape.other_dims, combos[0] if combos else {}, kinds, rng, add)
+    families.large(shape, sizes, combos, lambda axis: axis_env(sig, axis, seed), add, run_params)
 
 
 def _adder(sig: Signature, cases: list, state: dict):

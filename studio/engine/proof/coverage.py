@@ -84,7 +84,8 @@ def extremes_lines(corpus) -> list[str]:
     reach = getattr(corpus, "reach", None)
     if reach is None or not reach.values:
         return []
-    shown = lambda v: f"{v:,}" if isinstance(v, int) else f"{v:g}"     # noqa: E731
+    def shown(v):
+        return f"{v:,}" if isinstance(v, int) else f"{v:g}"
     out = [f"  extremes  : {name}: {', '.join(map(shown, sorted(vals)[:MAX_LISTED]))}"
            for name, vals in reach.values.items()]
     out.append(f"  pairs     : {reach.pairs} pairs of extremes met" + (
@@ -171,7 +172,8 @@ def describe(receipt: dict) -> list[str]:
            f"{says[fold.get('forward')]}, backward {says[fold.get('backward')]}"]
     for name, a in (cov.get("axes") or {}).items():
         if isinstance(a, dict) and "min" in a:
-            shown = lambda v: f"{v:,}" if isinstance(v, int) else f"{v:g}"     # noqa: E731
+            def shown(v):
+                return f"{v:,}" if isinstance(v, int) else f"{v:g}"
             out.append(f"reached: {name} from {shown(a['min'])} to {shown(a['max'])} ({a['distinct']} values)"
                        + (f"; extremes {', '.join(map(shown, a['extremes']))}" if a.get("extremes") else ""))
     if isinstance(cov.get("pairs"), dict):

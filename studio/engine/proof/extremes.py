@@ -85,8 +85,8 @@ def partial_ok(sig: Signature, env: dict) -> bool:
     symbols are all fixed, every input dim fixed non-negative and every output dim fixed positive."""
     params, relations, dims = _checks(sig, frozenset(env))
     try:
-        for p in params:
-            lo, hi, parity = _param_range(sig, p.name, env)
+        for p, fixed in params:
+            lo, hi, parity = fixed or _param_range(sig, p.name, env)
             v = env[p.name]
             if not lo <= v <= hi or (parity and (int(v) % 2 == 1) != (parity == "odd")):
                 return False
@@ -113,11 +113,18 @@ def _checks(sig: Signature, fixed: frozenset) -> tuple[list, list, list]:
     plan = plans.get(fixed)
     if plan is None:
         plan = plans[fixed] = (
-            [p for p in sig.params if p.name in fixed],
+            [(p, _constant_range(sig, p)) for p in sig.params if p.name in fixed],
             [r for r in sig.relations if (r.left.symbols() | r.right.symbols()) <= fixed],
             [(d, 0 if t in sig.inputs else 1) for t in sig.inputs + sig.outputs for d in t.dims
              if not isinstance(d, DataDim) and d.symbols() <= fixed])
     return plan
+
+
+def _constant_range(sig: Signature, p) -> tuple | None:
+    """A parameter's range when its bounds name no symbol (the usual ``in [1, 31]``), else None."""
+    if any(b is not None and b.symbols() for b in (p.lo, p.hi)):
+        return None
+    return _param_range(sig, p.name, {})
 
 
 def _lowest(sig, axis: Axis, env: dict):
@@ -128,11 +135,26 @@ def _lowest(sig, axis: Axis, env: dict):
 
 
 def _resolve_role(sig: Signature, all_axes: list[Axis], env: dict, axis: Axis, role):
-    """The value of ``axis`` at ``role`` given ``env`` (None: no such value)."""
-    ok = lambda v: partial_ok(sig, {**env, axis.name: v})          # noqa: E731
+    """The value of ``axis`` at ``role`` given ``env`` (None: no such value). A function of the
+    signature, the axis, the role and ``env`` alone: remembered on the signature (immutable), since
+    every seed and every pair of the cover asks the same few hundred questions again."""
+    memo = sig.__dict__.get("_resolved")
+    if memo is None:
+        memo = {}
+        object.__setattr__(sig, "_resolved", memo)
+    key = (axis.name, axis.kind, role, type(role), frozenset((k, v, type(v)) for k, v in env.items()))
+    if key not in memo:
+        memo[key] = _resolve_role_now(sig, env, axis, role)
+    return memo[key]
+
+
+def _resolve_role_now(sig: Signature, env: dict, axis: Axis, role):
+    def ok(v):
+        return partial_ok(sig, {**env, axis.name: v})
     lo, hi = _lowest(sig, axis, env)
     if axis.kind == "float":
-        f32 = lambda v: float(np.float32(v))                       # noqa: E731
+        def f32(v):
+            return float(np.float32(v))
         lo, hi = f32(lo), f32(hi)
         v = {"min": lo, "max": hi, "min+1": f32(np.nextafter(np.float32(lo), np.float32(hi))),
              "max-1": f32(np.nextafter(np.float32(hi), np.float32(lo)))}.get(role, role)

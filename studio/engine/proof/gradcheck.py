@@ -154,7 +154,8 @@ def _probe_point(ctx: Context, pkg, rep: GradcheckReport, site: int, point: str,
                  diff: list[str], h: float, rng, budget: tuple, plants: list | None = None) -> list[Probe]:
     sig = pkg.contract.signature
     rows, nonzero, zero, directions = budget
-    f = lambda arrays: forward64(ctx, pkg, arrays, params)
+    def f(arrays):
+        return forward64(ctx, pkg, arrays, params)
     y0 = f(x)
     outs = [(o.name, y0[o.name].size) for o in sig.outputs]
     flags = _predicate(ctx, pkg, x, params, h, y0)
@@ -238,7 +239,8 @@ def _measure(p: Probe, f, x: dict, u: dict, v: dict, y0: dict, h: float, flags, 
         reasons.append("generic: a non-finite value within h")
     else:
         size = max(b for _, b in s.values())
-        jump = lambda d: (s[d][0] - 2 * s[0.0][0] + s[-d][0]) / d     # one-sided slopes' disagreement
+        def jump(d):
+            return (s[d][0] - 2 * s[0.0][0] + s[-d][0]) / d     # one-sided slopes' disagreement
         K = max(abs(jump(h) - 2 * jump(h / 2)), abs(jump(h) - 4 * jump(h / 4)))
         rounding = ROUNDING * np.finfo(np.float64).eps * size / h
         if K > rounding + KINK_RATIO * abs(jump(h)):
@@ -332,7 +334,8 @@ def _vjp_flat(ctx, pkg, x, params, v: dict) -> dict:
 def _culprit(ctx, pkg, x, params, y, reached, others, tie, diff, tol) -> str:
     """The first output whose one-hot cotangent does not go, with weight 1, where the forward selected."""
     tied, i, j = tie
-    at = lambda n, m: f"{n}[{m}] = {float(x[n].reshape(-1)[m])!r}"
+    def at(n, m):
+        return f"{n}[{m}] = {float(x[n].reshape(-1)[m])!r}"
     for o, k, src in reached + others:
         v = {oo: np.zeros(a.shape) for oo, a in y.items()}
         v[o].reshape(-1)[k] = 1.0

@@ -213,7 +213,7 @@ def shapes_at(sig: Signature, params: dict, extra: int, fixed: dict | None = Non
     primary, others = syms[0], [s for s in syms[1:] if s not in (fixed or {})]
     for combo in itertools.islice(itertools.product(OTHER_DIMS, repeat=len(others)), 16):
         dims = {**dict(zip(others, combo)), **(fixed or {})}
-        v = _smallest(lambda v: _valid(sig, {**dims, primary: v}, params) is not None)
+        v = _smallest(lambda v, dims=dims: _valid(sig, {**dims, primary: v}, params) is not None)
         if v is not None:
             return _valid(sig, {**dims, primary: v + extra}, params) or _valid(sig, {**dims, primary: v}, params)
     return None

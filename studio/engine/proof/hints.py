@@ -87,7 +87,7 @@ def fails_when(failing: list, cases: list) -> str | None:
     if tight:
         return " and ".join(tight)
     best = None
-    for rank, name in enumerate(dict.fromkeys([*failing[0].params, *failing[0].dims])):
+    for name in dict.fromkeys([*failing[0].params, *failing[0].dims]):
         got = _range_label(name, [_value(c, name) for c in failing], [_value(c, name) for c in passing])
         if got is not None and (best is None or got[0] > best[0]):
             best = got

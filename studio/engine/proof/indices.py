@@ -46,7 +46,8 @@ def _indices(kind: str, n: int, lo: int, hi: int, rng) -> np.ndarray:
         return np.zeros(0, np.int64)
     if hi < lo:
         raise Infeasible(f"no index in [{lo}, {hi}]")
-    draw = lambda size: rng.integers(lo, hi, size=size, endpoint=True)
+    def draw(size):
+        return rng.integers(lo, hi, size=size, endpoint=True)
     if kind == "constant":
         return np.full(n, draw(1)[0])
     if kind in ("huge", "extreme"):            # the last admissible index (m - 1) everywhere

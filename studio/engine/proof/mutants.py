@@ -68,7 +68,8 @@ class Mutant:
 def _mask(source: str) -> str:
     """The source with comments, attributes, generics, compound operators and loop-counter updates
     blanked (same length, newlines kept), and everything before the first function body."""
-    keep = lambda m: re.sub(r"[^\n]", " ", m.group())          # noqa: E731
+    def keep(m):
+        return re.sub(r"[^\n]", " ", m.group())
     code = _COMMENT.sub(keep, source)
     for pat in (_ATTR, _GENERIC, _SELF_UPDATE, _COMPOUND, _WHILE):
         code = pat.sub(keep, code)
@@ -93,7 +94,8 @@ def candidates(source: str) -> list[Mutant]:
                           source[:start] + new + source[end:]))
 
     floats = [(m.start(), m.end()) for m in _FLOAT_RE.finditer(code)]
-    in_float = lambda i: any(a <= i < b for a, b in floats)      # noqa: E731
+    def in_float(i):
+        return any(a <= i < b for a, b in floats)
     for m in _CMP_RE.finditer(code):
         add("comparison", m.start(), m.end(), _CMP[m.group()])
     for m in _OP_RE.finditer(code):

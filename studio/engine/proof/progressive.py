@@ -94,15 +94,29 @@ class Timing:
         return time.perf_counter() - self.start
 
     def to_json(self) -> dict:
-        r = lambda v: None if v is None else round(v, 4)      # noqa: E731
-        return {"phases": {k: r(v) for k, v in self.phases.items()}, "first_failure_s": r(self.first_failure),
-                "forward_verdict_s": r(self.forward), "total_s": r(self.total), "cached": list(self.cached)}
+        def r(v):
+            return None if v is None else round(v, 4)
+        out = {"phases": {k: r(v) for k, v in self.phases.items()}, "first_failure_s": r(self.first_failure),
+               "forward_verdict_s": r(self.forward), "total_s": r(self.total), "cached": list(self.cached)}
+        return out | {"line": timing_text(out)}
 
     def line(self) -> str:
-        split = ", ".join(f"{k} {v:.2f}" for k, v in self.phases.items())
-        first = f"; first failure at {self.first_failure:.2f} s" if self.first_failure is not None else ""
-        cached = f"; cached: {', '.join(self.cached)}" if self.cached else ""
-        return f"{split} s{first}{cached}"
+        return timing_text(self.to_json())
+
+
+def timing_text(timing: dict | None) -> str:
+    """The one presenter of a run's timing (its ``to_json``): each phase's seconds, "cached" for a
+    phase answered from a cache, when the first failure and the forward verdict were known. The
+    CLI's report line and the Studio's Conformance cell (the report's ``timing["line"]``) show it."""
+    if not timing:
+        return ""
+    cached = set(timing.get("cached") or [])
+    parts = [f"{k} {'cached' if k in cached else f'{v:.2f} s'}" for k, v in (timing.get("phases") or {}).items()]
+    if timing.get("first_failure_s") is not None:
+        parts.append(f"first failure at {timing['first_failure_s']:.2f} s")
+    if timing.get("forward_verdict_s") is not None:
+        parts.append(f"forward verdict at {timing['forward_verdict_s']:.2f} s")
+    return " · ".join(parts)
 
 
 def order(cases: list) -> list:

@@ -302,7 +302,8 @@ def _run(device, program, env: dict, shapes: dict, inputs: dict, outputs: set[st
             races.append(Race(b.output, b.output not in outputs, i, grid.gid(w[i, 0]), grid.gid(w[i, 1] - 1),
                               int(two.size)))
             continue
-        group_of = lambda ids: ids // grid.per_workgroup
+        def group_of(ids):
+            return ids // grid.per_workgroup
         far = np.flatnonzero(written & read & ((group_of(w[:, 2]) != group_of(w[:, 0]))
                                                | (group_of(w[:, 3] - 1) != group_of(w[:, 0]))))
         if far.size:

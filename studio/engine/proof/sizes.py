@@ -132,13 +132,14 @@ def plan_axes(out: SizePlan, contract, axis_envs: dict, limit: int, *, large: bo
             out.not_reached.append({"what": f"{axis}'s own large sizes", "size": None, "why": (
                 "no admissible case has every other dim above 1")})
             continue
-        env_for = lambda v, base=base, axis=axis: {**base, axis: v}        # noqa: E731
+        def env_for(v: int, base: dict = base, axis: str = axis) -> dict:
+            return {**base, axis: v}
         smallest = next((v for v in range(1, 4097) if _admissible(sig, env_for(v), None)), None)
         if smallest is None:
             continue
         top = largest_admissible(sig, env_for, smallest, SEARCH_TOP) or smallest
 
-        def fits(what: str, v: int) -> bool:
+        def fits(what: str, v: int, env_for=env_for) -> bool:
             need = bytes_at(env_for(v))
             if large or need <= budget:
                 return True

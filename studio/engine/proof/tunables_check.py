@@ -28,7 +28,7 @@ def check_candidates(pkg: OpPackage, limits: dict, device=None) -> list[StudioEr
     per_dim = int(limits.get("max-compute-workgroups-per-dimension", 65535))
     for o in tunables(c):
         for v, (line, col) in zip(o.candidates, o.candidates_at):
-            def err(msg: str, hint: str) -> StudioError:
+            def err(msg: str, hint: str, o=o, v=v, line=line, col=col) -> StudioError:
                 return StudioError(f"tune candidate {o.name} = {v}: {msg}", file=pkg.manifest_path, line=line,
                                    col=col, field=f"override {o.name}", hint=hint)
             vc = variant(c, {o.name: v})
@@ -54,7 +54,7 @@ def check_candidates(pkg: OpPackage, limits: dict, device=None) -> list[StudioEr
             except StudioError as e:
                 errors.append(err(f"wgpu refuses the kernel with this value: {e.message}",
                                   "drop this candidate, or fix the kernel for it"))
-            except Exception as e:       # wgpu's own validation error, as check_layout meets it
+            except Exception as e:       # noqa: BLE001 (wgpu's own validation error, as check_layout meets it)
                 errors.append(err(f"wgpu refuses the kernel with this value: {str(e).strip().splitlines()[0]}",
                                   "drop this candidate, or fix the kernel for it"))
     return errors

@@ -6,7 +6,7 @@ import numpy as np
 
 from ..contract.signature import Domain, Signature
 from ..errors import StudioError
-from ..precision import is_float, numpy_dtype
+from ..precision import numpy_dtype
 
 SMALL_DOMAIN = 64          # an integer param with at most this many admissible values is enumerated
 VALUE_KINDS = ("normal", "uniform", "constant", "duplicates", "ascending", "descending", "spikes",
@@ -46,7 +46,8 @@ def float_param_values(lo, hi, rng: np.random.Generator) -> list[float]:
     one, tiny, huge, and seeded random values (log-uniform over the span and uniform within it)."""
     lo_ = -FLT_MAX if lo is None else float(lo)
     hi_ = FLT_MAX if hi is None else float(hi)
-    f = lambda v: float(np.float32(v))
+    def f(v):
+        return float(np.float32(v))
     cands = [lo_, hi_, f(np.nextafter(np.float32(lo_), np.float32(hi_))), f(np.nextafter(np.float32(hi_), np.float32(lo_))),
              0.0, 1.0, -1.0, 1e-30, -1e-30, 1e-3, 1e30, -1e30, 2.0 ** -140, 10.0, 100.0, 1000.0, -10.0, -1000.0]
     span = max(abs(lo_), abs(hi_), 1.0)

@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 
 from lark import Token, Tree
 
-from ..contract.wgsl import attrs, kids, name_of, parse_wgsl, text_of, type_of
+from ..contract.wgsl import attrs, kids, name_of, parse_wgsl, type_of
+from ..contract.wgsl import text_of as text_of   # re-exported: races and array_bounds print the indices they check
 
 RELATIONAL = {"<", "<=", ">", ">=", "=="}
 

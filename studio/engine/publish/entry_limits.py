@@ -61,7 +61,7 @@ def _input_bytes(sig: Signature, env: dict | None, v: int) -> int:
         item = DTYPE_BYTES.get(t.dtype, 8)
         try:
             total += math.prod(int(d.eval(env)) for d in t.dims) * item if env is not None else v * item
-        except Exception:              # an expression this environment cannot evaluate: the worst linear case
+        except Exception:              # noqa: BLE001 (an expression this environment cannot evaluate: the worst linear case)
             total += v * item
     return total
 
@@ -77,7 +77,7 @@ def corpus_bytes(sig: Signature, ident: dict) -> int:
         sizes["big"] = corpus.LARGE_SIZE
     try:
         env_for, _ = corpus.swept_env(sig, int(ident.get("seed", 0)))
-    except Exception:
+    except Exception:  # noqa: BLE001 (a signature swept_env cannot build an environment for: the worst linear case)
         env_for = None
     total = 0
     for key, v in sizes.items():
@@ -89,7 +89,7 @@ def corpus_bytes(sig: Signature, ident: dict) -> int:
                 env = {**base, axis: v} if base is not None else None
             elif env_for is not None:
                 env = env_for(v)
-        except Exception:
+        except Exception:  # noqa: BLE001 (an axis environment that cannot be built: the worst linear case)
             env = None
         total += VALUE_KINDS_PER_SIZE * _input_bytes(sig, env, v)
     return total

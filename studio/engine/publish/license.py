@@ -89,7 +89,7 @@ class Licenses:
         normalized = None
         try:
             normalized = str(self.licensing.parse(text, validate=True, strict=True))
-        except Exception as e:         # the library raises several types (and AttributeError on 'MIT OR')
+        except Exception as e:         # noqa: BLE001 (the library raises several types, AttributeError on 'MIT OR' too)
             if not problems:           # an id problem explains the parse failure already
                 problems.append(LicenseProblem(None, _col(getattr(e, "position", None)),
                                                f"not a valid SPDX expression: {_parse_message(e)} (join ids "

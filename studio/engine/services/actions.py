@@ -25,6 +25,7 @@ from ..proof.conformance import conform as run_conformance
 from ..proof.corpus import MAX_SEEDS, SEEDS
 from ..proof.gradcheck import DEFAULT_H, GradcheckReport
 from ..proof.gradcheck import gradcheck as run_gradcheck
+from ..proof.progressive import Stream
 from ..records.reader import read_regular
 from .proof_budget import ProofBudget
 from .verdicts import remembered_gradcheck
@@ -94,21 +95,26 @@ def check(ctx: Context, pkg: OpPackage) -> dict:
 
 def conform(ctx: Context, pkg: OpPackage, *, seed: int = 0, large: bool = False, case: int | None = None,
             receipt: bool = True, progress=None, mutants: int | None = None, on_failure=None,
-            seeds: int = SEEDS) -> dict:
+            seeds: int = SEEDS, note=None) -> dict:
     """``on_failure(failure)``: called the moment the first failing case is judged (the rest run on).
+    ``note(event)``: the verdicts told as they land (progressive.Stream: the worker's ``conform``).
     ``seeds``: at least SEEDS (a receipt is earned over that many; corpus.py)."""
     if not SEEDS <= seeds <= MAX_SEEDS:
         raise StudioError(f"--seeds {seeds}: a receipt is earned over {SEEDS} to {MAX_SEEDS} seeds", field="--seeds",
                           hint=f"pass --seeds {SEEDS} (the default) or more")
     mutants = (mutation.DEFAULT_COUNT if case is None else 0) if mutants is None else mutants
-    rep = run_conformance(ctx, pkg, seed=seed, large=large, only_case=case, progress=progress, mutants=mutants,
-                          on_failure=on_failure, seeds=seeds)
+    with Stream(note, progress) as stream:
+        rep = run_conformance(ctx, pkg, seed=seed, large=large, only_case=case, progress=stream.progress,
+                              mutants=mutants, on_failure=on_failure or stream.on_failure, seeds=seeds)
     out = rep.to_json()
+    older = receipts.legacy_note(pkg)
+    if older:
+        out["older_receipts"] = older
     out["lines"] = report_lines(rep)
     if receipt:
         path = earn_conformance_receipt(pkg, rep, full_corpus=case is None, seal=ctx.seal)
-        if path is not None:
-            out["receipt"] = str(path)
+        if path is not None:      # the receipt with the report: the Studio shows it without reading it back
+            out["receipt"], out["receipt_doc"] = str(path), receipts.read_receipt(Path(path))
         elif case is None:
             out["lines"] += _failed_note(ctx, pkg, rep.ok)
     return out

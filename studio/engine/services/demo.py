@@ -26,3 +26,13 @@ def spike_removal(ctx: Context, n: int = 1_000_000, w: int = 7, seed: int = 1, o
     t2 = time.perf_counter()
     return {"x": x, "y": y, "w": w, "ops": [source, median], "seconds": (t1 - t0, t2 - t1),
             "profile": ctx.device.profile}
+
+
+def demo(ctx: Context, *, n: int = 1_000_000, w: int = 7, seed: int = 1) -> dict:
+    """The worker's ``demo`` request (`scellis demo`): the job's proofs (their lines), the signal and
+    the median, and the GPU profile it ran on."""
+    proofs: list[str] = []
+    r = spike_removal(ctx, n=n, w=w, seed=seed, on_proof=lambda p: proofs.append(p.line()))
+    prof = r["profile"]
+    return {"x": r["x"], "y": r["y"], "w": r["w"], "seconds": r["seconds"], "proofs": proofs,
+            "ops": [(p.id, p.hash) for p in r["ops"]], "profile": {"id": prof.id, "summary": prof.summary}}

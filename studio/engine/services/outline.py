@@ -41,6 +41,7 @@ class Outline:
     summary: str
     trains: bool                     # it has a [train] section
     nodes: tuple[Node, ...]          # in run order
+    data_parallel: bool = False      # its [train] names the gradients: owners on Dask (services/data_parallel.py)
 
     @property
     def steps(self) -> list[Node]:
@@ -73,7 +74,8 @@ def outline(path: str | Path, ctx: Context | None = None, *, strict: bool = True
         st = wf.steps[n]
         nodes.append(Node(n, True, st.op, params=dict(st.params), badge=_badge(ctx, wf, st, strict),
                           wires=", ".join(f"{k} = {w.text}" for k, w in st.inputs.items())))
-    return Outline(Path(path), wf.name, wf.hash, wf.summary, wf.train is not None, tuple(nodes))
+    return Outline(Path(path), wf.name, wf.hash, wf.summary, wf.train is not None, tuple(nodes),
+                   wf.train is not None and wf.train.explicit)
 
 
 def _badge(ctx: Context | None, wf, st, strict: bool) -> dict:

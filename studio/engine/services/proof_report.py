@@ -28,9 +28,6 @@ from .reports import gradcheck as run_gradcheck
 SCHEMA = "scellis-proof-report/1"
 MAX_REPORT_BYTES = 16 << 20
 _DATA = re.compile(r'<script type="application/json" id="scellis-proof">(.*?)</script>', re.S)
-HANDLERS = {"report": "studio.engine.services.proof_report:handle_report",
-            "report_check": "studio.engine.services.proof_report:handle_check"}
-BUDGETS = {"report": 600.0, "report_check": 300.0}   # proving (conformance, gradcheck) comes first
 
 
 def _visible(page: str) -> str:
@@ -133,20 +130,19 @@ def check(ctx: Context, path: str | Path) -> tuple[bool, list[str]]:
     return ok, lines
 
 
-def handle_report(req, *, target: str):
-    """The op proven first where no receipt covers it (``require_proof``: a failing op's report shows
-    its failing case), then its report."""
-    from .actions import PROOF_FAILED, require_proof, resolve
-    pkg = resolve(req.ctx, target)
-    req.announce(pkg)
+def report(ctx, pkg, *, progress=None) -> dict:
+    """The worker's ``report`` request: the op proven first where no receipt covers it
+    (``require_proof``: a failing op's report shows its failing case), then its report."""
+    from .actions import PROOF_FAILED, require_proof
     try:
-        require_proof(req.ctx, pkg, progress=req.progress)
+        require_proof(ctx, pkg, progress=progress)
     except StudioError as e:
         if e.field != PROOF_FAILED:
             raise
-    return {"op": pkg.id, "html": build(req.ctx, pkg)}
+    return {"op": pkg.id, "html": build(ctx, pkg)}
 
 
-def handle_check(req, *, path: str):
-    ok, lines = check(req.ctx, path)
+def check_json(ctx, *, path: str) -> dict:
+    """The worker's ``report_check`` request: ``check`` as a report."""
+    ok, lines = check(ctx, path)
     return {"ok": ok, "lines": lines}

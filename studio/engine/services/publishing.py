@@ -1,6 +1,6 @@
 """The publishing use cases (docs/publishing.md): publish (visibility, license, the public bar),
 the card, fork, and the exchange ring (add, list, publish to, fetch, re-verify here). The device
-worker runs the ones that need the GPU profile or re-run proofs (``HANDLERS``: publish, card,
+worker runs the ones that need the GPU profile or re-run proofs (services/requests.py: publish, card,
 verify_here); the front ends call the others directly. Each rule is written once, here or in
 studio/engine/publish/:
 
@@ -33,11 +33,8 @@ from ..publish.fork import fork as fork_package
 from ..publish.license import Licenses, require_license
 from ..publish.ring import Rings
 from ..publish.visibility import RANK, check_visibility, require_shareable
-from .actions import earn_conformance_receipt, earn_gradcheck_receipt, resolve
+from .actions import earn_conformance_receipt, earn_gradcheck_receipt
 
-_H = "studio.engine.services.publishing:"
-HANDLERS = {"publish": _H + "handle_publish", "card": _H + "handle_card", "verify_here": _H + "handle_verify_here"}
-BUDGETS = {"publish": 300.0, "card": 60.0, "verify_here": 300.0}
 
 
 # ------------------------------------------------------------------ judging
@@ -59,8 +56,9 @@ def public_bar(ctx: Context, pkg: OpPackage, *, profile_id: str, licenses: Licen
     return bar.shortfalls(pkg, bar.proof_state(pkg, profile_id, ctx.seal), licenses or Licenses())
 
 
-def card(ctx: Context, pkg: OpPackage, *, profile_id: str, licenses: Licenses | None = None) -> dict:
-    c = make_card(pkg, profile_id=profile_id, seal=ctx.seal, trust=ctx.trust, catalog=ctx.catalog,
+def card(ctx: Context, pkg: OpPackage, *, profile_id: str | None = None, licenses: Licenses | None = None) -> dict:
+    """The op's card, its receipts judged for ``profile_id`` (default: this device's GPU profile)."""
+    c = make_card(pkg, profile_id=profile_id or ctx.device.profile.id, seal=ctx.seal, trust=ctx.trust, catalog=ctx.catalog,
                   licenses=licenses or Licenses())
     return {**c, "text": card_text(c), "html": card_html(c)}
 
@@ -200,7 +198,7 @@ def ring_list(ctx: Context, query: str | None = None) -> list[dict]:
     for name in sorted(rings(ctx).all()):
         ring = rings(ctx).open(name)
         ring.sync()
-        for h, e in sorted(ring.index().items(), key=lambda kv: (str(kv[1].get("id")), str(kv[1].get("published")))):
+        for _h, e in sorted(ring.index().items(), key=lambda kv: (str(kv[1].get("id")), str(kv[1].get("published")))):
             if not isinstance(e, dict):
                 continue
             text = " ".join(str(e.get(k) or "") for k in ("id", "summary", "description", "license", "category"))
@@ -244,22 +242,3 @@ def _synced(ctx: Context, name: str):
     r = rings(ctx).open(name)
     r.sync()
     return r
-
-
-# ------------------------------------------------------------------ the worker's request kinds
-def _pkg(req, target: str) -> OpPackage:
-    pkg = resolve(req.ctx, target)
-    req.announce(pkg)
-    return pkg
-
-
-def handle_publish(req, *, target: str, visibility: str, license: str | None = None):
-    return publish(req.ctx, _pkg(req, target), visibility=visibility, license=license, progress=req.progress)
-
-
-def handle_card(req, *, target: str):
-    return card(req.ctx, _pkg(req, target), profile_id=req.ctx.device.profile.id)
-
-
-def handle_verify_here(req, *, target: str):
-    return verify_here(req.ctx, _pkg(req, target), progress=req.progress)

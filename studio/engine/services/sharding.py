@@ -1,5 +1,5 @@
 """The sharding use case: the report of a workflow — or of a learner — on R replicas
-(docs/bf16.md). The CLI and the Studio call it through the device worker (``HANDLERS``), so the
+(docs/bf16.md). The CLI and the Studio call it through the device worker (the ``shard_report`` request, services/requests.py), so the
 rules are written once: a workflow's numbers come only from ops proven on this GPU profile
 (studio/engine/sharding/report.py); a learner runs through its own programs and combine tree
 (studio/engine/sharding/learner.py)."""
@@ -9,9 +9,6 @@ from pathlib import Path
 
 from ..context import Context
 from ..sharding.report import report_lines, shard_report
-
-HANDLERS = {"shard_report": "studio.engine.services.sharding:handle_shard_report"}
-
 
 def is_learner(path: str | Path) -> bool:
     p = Path(path)
@@ -47,9 +44,3 @@ def shard_report_json(ctx: Context, path: str, replicas: int, *, allow_unverifie
         lines.append(f"unverified    {', '.join(unverified)}: ran without a valid conformance receipt on this GPU "
                      "profile (allowed for this report); their numbers are not proven")
     return rep.to_json() | {"kind": "workflow", "lines": proofs + lines, "unverified": unverified}
-
-
-def handle_shard_report(req, *, path: str, replicas: int, allow_unverified: bool = False, steps: int | None = None,
-                        prove: bool = False):
-    return shard_report_json(req.ctx, path, replicas, allow_unverified=allow_unverified, steps=steps, prove=prove,
-                             progress=req.progress)

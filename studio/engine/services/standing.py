@@ -32,16 +32,10 @@ def older_receipts_note(pkg: OpPackage) -> str | None:
     return receipts.legacy_note(pkg)
 
 
-def kept_receipt(path: str | Path) -> dict:
-    """A receipt file read back and checked for its schema (a StudioError naming the file and why
-    when it is not one); bounded and never blocking."""
-    return receipts.read_receipt(Path(path))
-
-
 def why_unreadable(path: str | Path) -> list[str]:
     """Why a receipt file is not one (the worker reports the status only); [] when it reads."""
     try:
-        kept_receipt(path)
+        receipts.read_receipt(Path(path))      # bounded, never blocking, its schema checked
     except StudioError as e:
         return [e.message + (f" (line {e.line}, column {e.col})" if e.line else "")]
     return []

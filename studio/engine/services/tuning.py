@@ -15,12 +15,11 @@ from ..context import Context
 from ..contract.package import OpPackage
 from ..errors import StudioError
 from ..proof import tuning as proof_tuning
-from ..proof.tuning_record import (SCHEMA, class_key, read_tuning, record_path, tuned_for,  # noqa: F401
+from ..proof.tuning_record import (SCHEMA, class_key, read_tuning, record_path, tuned_for,
                                    tuning_line, values_text)
 from ..records.seal import Seal
 from ..records.writer import write_record
 
-HANDLERS = {"tune": "studio.engine.services.tuning_worker:handle_tune"}   # the device worker's request
 
 
 def tune(ctx: Context, pkg: OpPackage, *, params: dict | None = None, sizes=None, repeats: int | None = None,

@@ -1,5 +1,5 @@
 """The workflow use cases: run a workflow file, verify a record, train. The CLI calls them through
-the device worker (``HANDLERS``; the Studio will too), so each rule is written once:
+the device worker (services/requests.py; the Studio will too), so each rule is written once:
 
 - a step runs only with a valid conformance receipt for this GPU profile, unless the user allows
   unverified ops for this run (the record says so); ``prove`` earns the missing receipts first
@@ -36,8 +36,7 @@ from ..workflow.wavio import write_wav
 from .actions import earn_gradcheck_receipt, require_proof
 from .outputs import refuse_install
 
-_H = "studio.engine.services.workflows:"
-HANDLERS = {"workflow_run": _H + "handle_run", "workflow_verify": _H + "handle_verify", "train": _H + "handle_train"}
+# the device worker's requests workflow_run, workflow_verify and train: services/requests.py
 
 
 def _target(out_dir: Path, path: str | Path) -> Path:

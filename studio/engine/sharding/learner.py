@@ -112,8 +112,8 @@ def learner_run(system, replicas: int, steps: int | None = None) -> LearnerRun:
         run_diffs.append(mu.astype(np.float64) - mu_one)          # both f32: the difference is exact in f64
         run_refs.append(mu_one)
         sums = owner_sums(many, params)
-        whole_node = bf.to_f32(bf.from_f64(measure._exact_sum(list(sums.astype(np.float64))))).astype(np.float64)
-        collective = measure._exact_sum([combine.rnd(s).astype(np.float64) for s in sums])
+        whole_node = bf.to_f32(bf.from_f64(measure.exact_sum(list(sums.astype(np.float64))))).astype(np.float64)
+        collective = measure.exact_sum([combine.rnd(s).astype(np.float64) for s in sums])
         diffs.append((collective - whole_node) / n)              # (Σ_r rnd S_r − rnd Σ_r S_r) / N
         refs.append(whole_node / n)
 

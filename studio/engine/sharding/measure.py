@@ -58,7 +58,7 @@ def stats(diff: np.ndarray, reference: np.ndarray, dtype: str) -> dict:
             "max_rel": float(rel.max(initial=0.0)), "mean_rel": float(rel.mean()) if rel.size else 0.0}
 
 
-def _exact_sum(parts: list[np.ndarray]) -> np.ndarray:
+def exact_sum(parts: list[np.ndarray]) -> np.ndarray:
     """Elementwise correctly rounded f64 sum of the parts (math.fsum)."""
     stack = np.stack([_f64(p).reshape(-1) for p in parts])
     return np.array([math.fsum(col) for col in stack.T]).reshape(np.shape(parts[0]))
@@ -67,9 +67,9 @@ def _exact_sum(parts: list[np.ndarray]) -> np.ndarray:
 def difference(partials: list[np.ndarray], rnd) -> tuple[np.ndarray, np.ndarray]:
     """((1/R)·(Σ_r rnd S_r − rnd Σ_r S_r), (1/R)·rnd Σ_r S_r) for the partial sums S_r (f64)."""
     r = len(partials)
-    whole = rnd(_exact_sum(partials))
-    collective = _exact_sum([rnd(p) for p in partials])
-    return _exact_sum([collective, -whole]) / r, whole / r
+    whole = rnd(exact_sum(partials))
+    collective = exact_sum([rnd(p) for p in partials])
+    return exact_sum([collective, -whole]) / r, whole / r
 
 
 def rnd_bf16(a: np.ndarray) -> np.ndarray:
@@ -117,7 +117,7 @@ def batch_contracting(ctx: Context, pkg: OpPackage, inputs: dict, params: dict, 
     out = {}
     for t in pkg.contract.signature.outputs:
         g = _f64(whole[t.name])
-        dev = _exact_sum([*(_f64(p[t.name]) for p in device), -g]) / replicas
+        dev = exact_sum([*(_f64(p[t.name]) for p in device), -g]) / replicas
         partials = [_f64(d[t.name]).reshape(g.shape) for d in den]
         bf_rnd = rnd_bf16 if t.dtype == "bf16" else identity
         d_den, ref = difference(partials, bf_rnd)

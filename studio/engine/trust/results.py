@@ -335,7 +335,7 @@ class ResultCache:
             buf = io.BytesIO()
             flat = {}
             at = 0
-            for key, e in index.items():
+            for e in index.values():
                 n = len(e["arrays"])
                 for j in range(n):
                     flat[f"a{len(flat)}"] = arrays[at + j]

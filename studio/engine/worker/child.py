@@ -10,7 +10,6 @@ re-parented: the parent died), or when a request runs past the budget the parent
 without a sign of life — a parent that hangs, or stops reading, cannot keep a runaway kernel going."""
 from __future__ import annotations
 
-import importlib
 import math
 import os
 import signal
@@ -19,7 +18,6 @@ import threading
 import time
 import traceback
 from dataclasses import dataclass
-from typing import Callable
 
 from ..errors import StudioError, from_os_error
 from .transport import pack, unpack
@@ -28,15 +26,6 @@ GRACE_S = 1.0             # the child's own deadline trails the parent's: the pa
 WATCH_S = 0.05            # how often the watchdog looks
 EXIT_ORPHANED, EXIT_EXPIRED = 70, 71
 _PR_SET_PDEATHSIG = 1
-
-
-@dataclass
-class Request:
-    """What a handler is given besides its keyword arguments."""
-    ctx: object                          # studio.engine.context.Context
-    progress: Callable[[int, int], None]
-    announce: Callable[[object], None]   # the package being worked on, so a timeout can name it
-    note: Callable[[dict], None] | None = None   # a small JSON-able event the front end shows at once
 
 
 @dataclass
@@ -148,14 +137,6 @@ class _Watchdog:
         os._exit(code)
 
 
-def _load(spec: str):
-    mod, _, name = spec.partition(":")
-    obj = importlib.import_module(mod)
-    for part in name.split("."):
-        obj = getattr(obj, part)
-    return obj
-
-
 class _Contexts:
     """A context per ops_path, all sharing the child's one device and host pool."""
 
@@ -184,8 +165,9 @@ class _Contexts:
         return ctx
 
 
-def child_main(conn, handlers: dict[str, str], life: Lifeline | None = None) -> None:  # pragma: no cover
-    """The child's life: requests are ``("call", rid, kind, packed, budget_s)`` or ``("shutdown",)``."""
+def child_main(conn, extra: dict | None = None, life: Lifeline | None = None) -> None:  # pragma: no cover
+    """The child's life: requests are ``("call", rid, kind, packed, budget_s)`` or ``("shutdown",)``,
+    run by the request table (studio/engine/services/requests.py; ``extra``: a client's own entries)."""
     if life is not None and life.death_signal:
         _die_with_parent()
     if life is not None and os.getppid() != life.parent_pid:
@@ -197,6 +179,8 @@ def child_main(conn, handlers: dict[str, str], life: Lifeline | None = None) -> 
         watchdog.arm(None, life.start_s)
         watchdog.start()
     contexts = _Contexts()
+    from ..services.requests import TABLE, Request, arguments, checked, entry_of
+    table = {**TABLE, **(extra or {})}
     watchdog.disarm()
     send(("ready", os.getpid()))
     rid = None
@@ -226,25 +210,23 @@ def child_main(conn, handlers: dict[str, str], life: Lifeline | None = None) -> 
         segments: list = []
         try:
             kwargs = unpack(packed, unlink=False)     # the parent owns (and unlinks) its segments
-            spec = handlers.get(kind)
-            if spec is None:
-                raise StudioError(f"the device worker has no request '{kind}'", field="request",
-                                  hint="known: " + ", ".join(sorted(handlers)))
             ctx = contexts.get(kwargs.pop("ops_path", None))
-            result = _load(spec)(Request(ctx, progress, announce, note), **kwargs)
+            entry = entry_of(kind, table)                # the request table's runner (requests.serve)
+            head, kw = arguments(entry, Request(ctx, progress, announce, note), kwargs)
+            result = checked(entry, entry.handler(*head, **kw))
             reply = ("ok", rid, pack(result, segments))
         except StudioError as e:
             reply = ("error", rid, e.to_dict())
         except OSError as e:    # the filesystem said no (a full disk, a read-only folder): the user's to fix
             reply = ("error", rid, from_os_error(e).to_dict())
-        except Exception as e:  # a bug, not user input: still a StudioError for the user
+        except Exception as e:  # noqa: BLE001 (a bug, not user input: still a StudioError for the user)
             traceback.print_exc(file=sys.stderr)
             reply = ("error", rid, StudioError(
                 f"internal error in the device worker ({kind}): {type(e).__name__}: {e}",
                 hint="this is a bug in Scellis Studio; the traceback is on stderr").to_dict())
         try:
             send(reply)              # still armed: a parent that stops reading cannot hold the child
-        except Exception as e:  # e.g. an unpicklable result
+        except Exception as e:  # noqa: BLE001 (e.g. an unpicklable result: said as an error reply)
             for s in segments:
                 s.unlink()
             send(("error", rid, StudioError(

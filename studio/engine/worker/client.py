@@ -8,8 +8,9 @@ and starts a fresh child at once, so the next call works. Compiled pipelines sta
 child. The budget travels with each request, and the child enforces it too, a second after the
 parent would; the child also dies with its parent (child.py's ``Lifeline``), so no kernel
 outlives the command or the Studio that started it, however the parent ends. Request kinds are
-the engine's use cases (studio/engine/worker/handlers.py) plus any a client is given; this
-module imports neither them nor the device: the parent stays light."""
+the engine's request table (studio/engine/services/requests.py), plus any entries a client is
+given (tests); this module imports neither the table nor the device at its top: the parent stays
+light (a client reads the table's budgets when it is made)."""
 from __future__ import annotations
 
 import concurrent.futures
@@ -18,7 +19,6 @@ import multiprocessing as mp
 import os
 import threading
 import time
-from typing import Callable
 
 from ..errors import StudioError
 from .child import Lifeline, child_main
@@ -26,15 +26,6 @@ from .transport import discard, pack, unpack
 
 DEFAULT_BUDGET_S = 5.0
 START_TIMEOUT_S = 120.0          # the child's start (imports, device) is not part of a budget
-Handler = Callable[..., object]
-_H = "studio.engine.worker.handlers:"
-HANDLERS = {k: _H + k for k in ("run", "conform", "check", "gradcheck", "receipts", "profile", "demo",
-                                         "ping")}
-KIND_BUDGETS = {"conform": 60.0, "check": 30.0, "gradcheck": 60.0, "receipts": 30.0, "demo": 120.0}
-
-
-def spec_of(fn: Handler | str) -> str:
-    return fn if isinstance(fn, str) else f"{fn.__module__}:{fn.__qualname__}"
 
 
 class WorkerTimeout(StudioError):
@@ -71,14 +62,15 @@ class WorkerClient:
     Future (callbacks and progress run on the client's own thread, not the GUI's)."""
 
     def __init__(self, *, budget_s: float = DEFAULT_BUDGET_S, start_timeout_s: float = START_TIMEOUT_S,
-                 handlers: dict[str, Handler | str] | None = None, budgets: dict[str, float] | None = None,
+                 entries: dict | None = None, budgets: dict[str, float] | None = None,
                  death_signal: bool = True):
-        """``handlers``: request kinds beyond the engine's own (``{kind: fn or "module:function"}``,
-        ``fn(req, **kwargs)`` at module level: the child imports it by name); ``budgets``: a kind's
-        default budget when a call gives none (else the client's); ``death_signal=False`` leaves the
-        child's death with its parent to its watchdog alone (as on macOS and Windows): for tests."""
-        self.handlers = {**HANDLERS, **{k: spec_of(v) for k, v in (handlers or {}).items()}}
-        self.kind_budgets = {**KIND_BUDGETS, **(budgets or {})}
+        """``entries``: request kinds beyond the table's (``{kind: requests.Entry}``, its handler at
+        module level so that it pickles: tests); ``budgets``: a kind's default budget when a call
+        gives none (the table's ``BUDGETS``, then these; else the client's); ``death_signal=False``
+        leaves the child's death with its parent to its watchdog alone (as on macOS and Windows): for tests."""
+        from ..services.requests import BUDGETS
+        self.entries = dict(entries or {})
+        self.kind_budgets = {**BUDGETS, **(budgets or {})}
         self.budget_s = float(budget_s)
         self.start_timeout_s = start_timeout_s
         self.death_signal = death_signal
@@ -104,9 +96,8 @@ class WorkerClient:
     def _start(self) -> None:
         parent, child = self._ctx.Pipe(duplex=True)
         alive_r, alive_w = self._ctx.Pipe(duplex=False)
-        specs = dict(self.handlers)
         life = Lifeline(os.getpid(), alive_r, self.start_timeout_s, self.death_signal)
-        proc = self._ctx.Process(target=child_main, args=(child, specs, life), name="scellis-device-worker",
+        proc = self._ctx.Process(target=child_main, args=(child, self.entries, life), name="scellis-device-worker",
                                  daemon=True)
         self._spawner.submit(proc.start).result()
         child.close()                  # so the child's death shows here as EOF
@@ -221,6 +212,9 @@ class WorkerClient:
                 pass
 
     def call(self, request: str, /, *, budget_s: float | None = None, progress=None, on_note=None, **kwargs):
+        """Run one request (a ``requests.Kind``, or its name) with its keyword arguments; its report,
+        or the StudioError it raised, with every field intact."""
+        request = str(request)
         budget = float(budget_s if budget_s is not None else max(self.budget_s, self.kind_budgets.get(request, 0.0)))
         with self._call_lock:
             self._ensure()

@@ -28,7 +28,7 @@ from ..proof.receipts import MAX_RECEIPT_BYTES, judge_receipts, local_status
 from ..proof.reliance import outside, shaped
 from . import graph
 from .memory import check_memory
-from .sources import fill_like, inline_values, load_file, spike_free
+from .sources import dataset_batch, fill_like, initial, inline_values, load_file, spike_free
 from .spec import Step, Wire, Workflow
 
 
@@ -111,6 +111,7 @@ class Plan:
     values: dict[str, Value]         # "node.output" (steps) and "node" (sources)
     host: dict[str, tuple[np.ndarray, dict]]   # sources known on the host now: (array, record info)
     until: str | None = None
+    dataset: object = None           # the [data] rows, read once (dataset.Dataset) when a source takes a batch
 
     def key(self, w: Wire) -> str:
         return w.node if w.node in self.wf.sources else f"{w.node}.{w.output or self._single(w)}"
@@ -164,6 +165,10 @@ def _plan_source(ctx: Context, plan: Plan, n: str) -> None:
         if like is None:
             raise wf.error(src.like.path, f"source '{n}': '{src.like.text}' has no value to take the shape of")
         arr, info = fill_like(src, like.shape)
+    elif src.kind == "dataset":
+        arr, info = dataset_batch(wf, src, plan)
+    elif src.kind == "init":
+        arr, info = initial(src)
     else:
         step = plan.steps[src.spike_free]           # planned before it (graph.order): its one lookup
         arr, info = spike_free(wf, src, step.pkg.id, step.params)

@@ -36,6 +36,7 @@ class Resident:
     readbacks: int = 0
     readback_bytes: int = 0
     dispatches: int = 0
+    wait: bool = True                # wait for each kernel (its timing); False: only the read-back waits
     log: list[tuple[str, str]] = field(default_factory=list)   # ("upload"|"dispatch"|"readback", what)
 
     # ------------------------------------------------------------------ transfers
@@ -86,7 +87,7 @@ class Resident:
         for t, a in zip(structured, self.read([inputs[t.name] for t in structured]) if structured else []):
             check_input_values(t, a, env)      # an index input made on the device is judged before it is used
         outs = dispatch_resident(forward_program(pkg), env, sig.output_shapes(env), {t.name: t.dtype for t in sig.outputs},
-                                 inputs, device=self.device, label=label or pkg.id, timing=timing)
+                                 inputs, device=self.device, label=label or pkg.id, timing=timing, wait=self.wait)
         self.dispatches += 1
         self.log.append(("dispatch", label or pkg.id))
         return outs

@@ -13,6 +13,7 @@ from ..arrays import MAX_ARRAY_BYTES, input_beneath, load_array
 from ..contract.package import read_regular
 from ..errors import StudioError
 from ..precision import numpy_dtype, round_to
+from .dataset import load
 from .spec import Source, Workflow
 from .wavio import read_wav
 
@@ -121,3 +122,33 @@ def spike_free(wf: Workflow, src: Source, step_op_id: str, params: dict) -> tupl
         raise wf.error(("steps", src.spike_free, "params"), f"step '{src.spike_free}' needs integer n and seed")
     return spike_free_signal(n, seed), {"kind": "generator", "generator": SPIKE_FREE_GENERATOR, "of": src.spike_free,
                                         "n": n, "seed": seed}
+
+
+def dataset_batch(wf: Workflow, src: Source, plan) -> tuple[np.ndarray, dict]:
+    """A dataset source's value in a plain run: the first replica's batch of the first epoch (a
+    trainer puts each step's batch here instead). Images keep the source's dtype; labels are one-hot
+    rows (f32)."""
+    if plan.dataset is None:
+        plan.dataset = load(wf.data)
+    ds = plan.dataset
+    tr = wf.train
+    n = tr.batch // tr.replicas if tr is not None and tr.explicit else min(64, len(ds.train))
+    rows = ds.epoch_order(1)[:n]
+    info = {"kind": "dataset", "part": src.dataset, "path": str(wf.data.path), "sha256": ds.sha256, "rows": int(n)}
+    if src.dataset == "labels":
+        if src.dtype != "f32":
+            raise wf.error(("sources", src.name, "dtype"), f"source '{src.name}': labels are one-hot f32 rows")
+        return ds.one_hot(rows), info
+    return np.ascontiguousarray(round_to(ds.images[rows], src.dtype)), info
+
+
+def initial(src: Source) -> tuple[np.ndarray, dict]:
+    """An init source: He's normal (variance 2 / fan-in, fan-in = the product of every dim but the
+    first) or zeros, from its own seed, rounded to its dtype."""
+    shape = tuple(src.shape)
+    if src.init == "zeros":
+        a = np.zeros(shape, np.float64)
+    else:
+        fan_in = max(1, int(np.prod(shape[1:])) if len(shape) > 1 else shape[0])
+        a = np.random.default_rng([src.seed, 2]).normal(0.0, np.sqrt(2.0 / fan_in), size=shape)
+    return np.ascontiguousarray(round_to(a, src.dtype)), {"kind": "init", "init": src.init, "seed": src.seed}

@@ -5,6 +5,7 @@ mistake; nothing here looks an op up (studio/engine/workflow/plan.py does, once 
 from __future__ import annotations
 
 import hashlib
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,15 +22,21 @@ WIRE = re.compile(r"([A-Za-z_][A-Za-z0-9_-]{0,63})(?:\.([A-Za-z_][A-Za-z0-9_]{0,
 DATA_SUFFIXES = (".npy", ".csv", ".wav")
 PLOT_SUFFIXES = (".png", ".svg")
 OPTIMIZERS = ("sgd", "momentum", "adam")
-TOP = ("workflow", "sources", "steps", "sinks", "report", "train")
+TOP = ("workflow", "data", "sources", "steps", "sinks", "report", "train")
 WORKFLOW_KEYS = ("name", "summary", "record")
-SOURCE_KEYS = ("file", "column", "channel", "values", "dtype", "fill", "like", "spike_free", "trainable")
-SOURCE_KINDS = ("file", "values", "fill", "spike_free")
+SOURCE_KEYS = ("file", "column", "channel", "values", "dtype", "fill", "like", "spike_free", "trainable", "dataset",
+               "init", "shape", "seed")
+SOURCE_KINDS = ("file", "values", "fill", "spike_free", "dataset", "init")
+DATASET_PARTS = ("images", "labels")         # what a dataset source takes from [data] (a batch of it)
+INITS = ("he", "zeros")                      # how an init source starts (docs/workflows.md, "Data-parallel training")
+DATA_KEYS = ("file", "held_out", "seed", "scale", "classes")
+DATA_SUFFIXES_IMAGES = (".csv", ".csv.gz")
 STEP_KEYS = ("op", "inputs", "params")
 SINK_KEYS = ("file", "series", "sample_rate", "labels", "title", "x_label", "y_label", "window")
 REPORT_KEYS = ("raw", "cleaned", "clean")
 TRAIN_KEYS = ("prediction", "target", "loss", "optimizer", "learning_rate", "momentum", "beta1", "beta2",
-              "epsilon", "steps", "checkpoint")
+              "epsilon", "steps", "checkpoint", "gradients", "epochs", "batch", "replicas")
+MAX_SHAPE_ELEMENTS = 1 << 20                 # an init source's elements: a parameter, not data
 
 
 @dataclass(frozen=True)
@@ -54,6 +61,10 @@ class Source:
     like: Wire | None = None
     spike_free: str | None = None         # the spiky-signal step whose spike-free part this is
     trainable: bool = False
+    dataset: str | None = None            # images | labels: one replica's batch of [data]
+    init: str | None = None               # he | zeros, with shape and seed
+    shape: tuple[int, ...] | None = None
+    seed: int = 0
 
 
 @dataclass
@@ -98,6 +109,28 @@ class Training:
     epsilon: float = 1e-8
     steps: int = 100
     checkpoint: str | None = None
+    # data-parallel training through explicit gradient steps (docs/workflows.md, "Data-parallel training"):
+    # each trainable source's gradient is a value of the workflow, the loss a value too
+    gradients: dict[str, Wire] | None = None
+    loss_value: Wire | None = None
+    epochs: int = 1
+    batch: int = 64
+    replicas: int = 1
+
+    @property
+    def explicit(self) -> bool:
+        return self.gradients is not None
+
+
+@dataclass
+class Data:
+    """A labelled image set the trainer batches: rows of side·side pixels and a label (a .csv or
+    .csv.gz beneath the workflow's folder), split once into training and held-out rows by ``seed``."""
+    path: Path
+    held_out: float = 0.2
+    seed: int = 0
+    scale: float = 1.0
+    classes: int = 10
 
 
 @dataclass
@@ -115,6 +148,7 @@ class Workflow:
     train: Training | None
     record: str
     fields: Fields
+    data: Data | None = None
 
     def error(self, path: tuple[str, ...], message: str, hint: str | None = None) -> StudioError:
         return self.fields.error(path, message, hint)
@@ -151,9 +185,23 @@ def parse_workflow(raw: bytes | str, *, file: str = "<workflow>", base: str | Pa
     sinks = {n: _sink(f, n) for n in _names(f, "sinks")}
     report = _report(f)
     train = _train(f)
+    data = _data(f, base)
+    for n, s in sources.items():
+        if s.kind == "dataset" and data is None:
+            raise f.error(("sources", n, "dataset"), f"source '{n}' takes a batch of the dataset, and the workflow "
+                          "has no [data] table", hint="add [data] with file = \"images.csv.gz\"")
+    if train is not None and train.explicit:
+        for k in train.gradients:
+            if k not in sources or not sources[k].trainable:
+                raise f.error(("train", "gradients", k), f"'{k}' is not a trainable source",
+                              hint="gradients maps each trainable source to the value that is its gradient")
+        missing = [n for n, s in sources.items() if s.trainable and n not in train.gradients]
+        if missing:
+            raise f.error(("train", "gradients"), f"trainable source '{missing[0]}' has no gradient",
+                          hint=f"add {missing[0]} = \"STEP.OUTPUT\" to [train] gradients")
     wf = Workflow(name, f.get(("workflow", "summary"), str, default=""), file, m.text,
                   hashlib.sha256(raw).hexdigest(), base, sources, steps, sinks, report, train,
-                  output_path(f, ("workflow", "record")) or f"{_stem(name)}.record.json", f)
+                  output_path(f, ("workflow", "record")) or f"{_stem(name)}.record.json", f, data)
     return wf
 
 
@@ -182,7 +230,7 @@ def _stem(name: str) -> str:
 
 def _names(f: Fields, table: str) -> list[str]:
     out = []
-    for n, v in f.table((table,)).items():
+    for n in f.table((table,)):
         if not NAME.fullmatch(n):
             raise f.error((table, n), f"'{n}' is not a name for a {table[:-1]}",
                           hint="letters, digits, _ and -, starting with a letter or _")
@@ -208,7 +256,7 @@ def _source(f: Fields, n: str, base: Path) -> Source:
         raise f.error(at, f"source '{n}' must give exactly one of {', '.join(SOURCE_KINDS)}"
                       + (f" (it gives {', '.join(kinds)})" if kinds else ""),
                       hint="file = \"data.npy\" | values = [...] | fill = 1.0 with like = \"step\" | "
-                           "spike_free = \"step\"")
+                           "spike_free = \"step\" | dataset = \"images\" | init = \"he\" with shape = [...]")
     kind = kinds[0]
     s = Source(n, kind, trainable=f.get((*at, "trainable"), bool, default=False))
     s.dtype = f.get((*at, "dtype"), str, default="f32")
@@ -235,16 +283,40 @@ def _source(f: Fields, n: str, base: Path) -> Source:
         if "like" not in f.table(at):
             raise f.error((*at, "fill"), f"source '{n}': fill needs like = \"WIRE\" (the value whose shape it takes)")
         s.like = wire(f, (*at, "like"), f.node((*at, "like")))
+    elif kind == "dataset":
+        s.dataset = f.get((*at, "dataset"), str)
+        if s.dataset not in DATASET_PARTS:
+            raise f.error((*at, "dataset"), f"source '{n}': dataset = '{s.dataset}' is not one of "
+                          f"{', '.join(DATASET_PARTS)}", hint="images (the pixels) or labels (one-hot rows)")
+    elif kind == "init":
+        s.init = f.get((*at, "init"), str)
+        if s.init not in INITS:
+            raise f.error((*at, "init"), f"source '{n}': init = '{s.init}' is not one of {', '.join(INITS)}",
+                          hint="he (normal, variance 2/fan-in) or zeros")
+        s.shape = _shape(f, (*at, "shape"), n)
+        s.seed = _index(f, (*at, "seed")) or 0
     else:
         s.spike_free = f.get((*at, "spike_free"), str)
         if not NAME.fullmatch(s.spike_free):
             raise f.error((*at, "spike_free"), f"'{s.spike_free}' is not a step name")
+    for key in ("shape", "seed"):
+        if key in f.table(at) and kind != "init":
+            raise f.error((*at, key), f"{key} belongs to an init source")
     if "like" in f.table(at) and kind != "fill":
         raise f.error((*at, "like"), "like belongs to a fill source")
-    if s.trainable and kind not in ("values", "fill"):
-        raise f.error((*at, "trainable"), f"source '{n}': only values and fill sources can be trainable",
+    if s.trainable and kind not in ("values", "fill", "init"):
+        raise f.error((*at, "trainable"), f"source '{n}': only values, fill and init sources can be trainable",
                       hint="a trainable parameter starts from values = [...] (or a fill)")
     return s
+
+
+def _shape(f: Fields, path: tuple[str, ...], n: str) -> tuple[int, ...]:
+    v = f.get(path, list)
+    if (not v or len(v) > 8 or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 1 for d in v)
+            or math.prod(v) > MAX_SHAPE_ELEMENTS):
+        raise f.error(path, f"source '{n}': shape must be 1 to 8 positive integers with at most "
+                      f"{MAX_SHAPE_ELEMENTS} elements in all", hint="e.g. shape = [8, 1, 3, 3]")
+    return tuple(v)
 
 
 def _index(f: Fields, path: tuple[str, ...]) -> int | None:
@@ -340,6 +412,8 @@ def _train(f: Fields) -> Training | None:
             raise f.error(at, f"[train] needs {k} = \"WIRE\"")
     tr = Training(wire(f, (*at, "prediction"), t["prediction"]), wire(f, (*at, "target"), t["target"]))
     tr.loss = f.get((*at, "loss"), str, default=tr.loss)
+    if "gradients" in t:
+        _explicit(f, tr)
     tr.optimizer = f.get((*at, "optimizer"), str, default=tr.optimizer)
     if tr.optimizer not in OPTIMIZERS:
         raise f.error((*at, "optimizer"), f"optimizer '{tr.optimizer}' is not one of {', '.join(OPTIMIZERS)}")
@@ -353,4 +427,54 @@ def _train(f: Fields) -> Training | None:
     if not 1 <= tr.steps <= 1_000_000:
         raise f.error((*at, "steps"), f"steps = {tr.steps} is not in [1, 1000000]")
     tr.checkpoint = output_path(f, (*at, "checkpoint"))
+    for k in ("epochs", "batch", "replicas"):
+        if k in t and not tr.explicit:
+            raise f.error((*at, k), f"{k} belongs to data-parallel training, which names its gradients",
+                          hint="add gradients = { PARAM = \"STEP.OUTPUT\", ... } (docs/workflows.md)")
     return tr
+
+
+def _explicit(f: Fields, tr: Training) -> None:
+    """[train] of a data-parallel run: the loss and each parameter's gradient are values of the
+    workflow (its gradient steps written out), trained over epochs of batches split into replicas."""
+    at = ("train",)
+    tr.loss_value = wire(f, (*at, "loss"), tr.loss)
+    tr.gradients = {k: wire(f, (*at, "gradients", k), v) for k, v in f.table((*at, "gradients")).items()}
+    if not tr.gradients:
+        raise f.error((*at, "gradients"), "gradients is empty", hint="map each trainable source to its gradient")
+    for k, lo, hi in (("epochs", 1, 10_000), ("batch", 1, 1 << 16), ("replicas", 1, 256)):
+        v = f.get((*at, k), int, default=getattr(tr, k))
+        if not lo <= v <= hi:
+            raise f.error((*at, k), f"{k} = {v} is not in [{lo}, {hi}]")
+        setattr(tr, k, v)
+    if tr.batch % tr.replicas:
+        raise f.error((*at, "replicas"), f"a batch of {tr.batch} does not split into {tr.replicas} equal replicas",
+                      hint="choose replicas dividing batch")
+
+
+def _data(f: Fields, base: Path) -> Data | None:
+    t = f.table(("data",))
+    if not t:
+        return None
+    at = ("data",)
+    f.known(at, DATA_KEYS)
+    rel = f.get((*at, "file"), str, required=True)
+    try:
+        path = input_beneath(base, rel)
+    except StudioError as e:
+        raise f.error((*at, "file"), e.message, hint=e.hint) from None
+    if not path.name.lower().endswith(DATA_SUFFIXES_IMAGES):
+        raise f.error((*at, "file"), f"'{rel}' is not a .csv or .csv.gz file",
+                      hint="rows of side·side pixel values, then the label (docs/workflows.md)")
+    d = Data(path)
+    d.held_out = f.get((*at, "held_out"), float, default=d.held_out)
+    if not 0 < d.held_out < 1:
+        raise f.error((*at, "held_out"), f"held_out = {d.held_out} is not a fraction in (0, 1)")
+    d.seed = _index(f, (*at, "seed")) or 0
+    d.scale = f.get((*at, "scale"), float, default=d.scale)
+    if not (d.scale > 0 and d.scale < float("inf")):
+        raise f.error((*at, "scale"), f"scale = {d.scale} must be a positive number")
+    d.classes = f.get((*at, "classes"), int, default=d.classes)
+    if not 2 <= d.classes <= 1000:
+        raise f.error((*at, "classes"), f"classes = {d.classes} is not in [2, 1000]")
+    return d

@@ -38,6 +38,8 @@ fn bf16_round(v: f32) -> f32 {
 // chunk 64r + l, then lane 0 adds the round's chunk sums in chunk order. Lavapipe ends an
 // invocation's loops after 65,535 iterations in all: lane 0 makes at most 128 rounds of
 // 256 + 64 + 1 (b * m1 * m2 <= 2^21, the signature's relation), about 41,000.
+// Up to 64 chunks (b * m1 * m2 <= 16,384) one invocation makes the same additions in the same order
+// alone, within 16,384 + 64 iterations: then each lane of a workgroup takes an output of its own.
 const LANES: u32 = 64u;
 const CHUNK: u32 = 256u;
 var<workgroup> part: array<f32, 64>;
@@ -52,38 +54,67 @@ fn term(t: u32, oi: u32, ci: u32, j1: u32, j2: u32) -> f32 {
     return dy[((bi * p.o + oi) * p.m1 + i1) * p.m2 + i2] * x[((bi * p.c + ci) * p.h + r1 - p.pad) * p.w + r2 - p.pad];
 }
 
-@compute @workgroup_size(64)
-fn main(@builtin(local_invocation_index) lane: u32, @builtin(workgroup_id) wid: vec3<u32>,
-        @builtin(num_workgroups) nwg: vec3<u32>) {
-    // the workgroup's linear index (uniform: the barriers below are allowed); one output df[g]
-    let g = wid.x + wid.y * nwg.x;
-    if (g >= p.o * p.c * p.k * p.k) { return; }
+// One output's sum in the order chunked-256, by one invocation (at most 64 chunks: see above).
+fn chunked(g: u32, terms: u32, chunks: u32) -> f32 {
     let j2 = g % p.k;
     let j1 = (g / p.k) % p.k;
     let ci = (g / (p.k * p.k)) % p.c;
     let oi = g / (p.k * p.k * p.c);
+    var total = 0.0;
+    for (var q = 0u; q < chunks; q = q + 1u) {
+        var acc = 0.0;
+        let hi = min(q * CHUNK + CHUNK, terms);
+        for (var t = q * CHUNK; t < hi; t = t + 1u) {
+            acc = acc + term(t, oi, ci, j1, j2);
+        }
+        total = total + acc;
+    }
+    return total;
+}
+
+@compute @workgroup_size(64)
+fn main(@builtin(local_invocation_index) lane: u32, @builtin(workgroup_id) wid: vec3<u32>,
+        @builtin(num_workgroups) nwg: vec3<u32>) {
+    // the workgroup's linear index (uniform: the barriers below are allowed)
+    let g = wid.x + wid.y * nwg.x;
+    let outputs = p.o * p.c * p.k * p.k;
     let terms = p.b * p.m1 * p.m2;
     let chunks = (terms + CHUNK - 1u) / CHUNK;
     var total = 0.0;
-    for (var r = 0u; r * LANES < chunks; r = r + 1u) {
-        let q = r * LANES + lane;
-        var acc = 0.0;
-        if (q < chunks) {
-            let hi = min(q * CHUNK + CHUNK, terms);
-            for (var t = q * CHUNK; t < hi; t = t + 1u) {
-                acc = acc + term(t, oi, ci, j1, j2);
-            }
+    var at = g;                             // the output this invocation stores, if it stores one
+    var stores = lane == 0u;
+    if (chunks <= LANES) {                 // uniform: every lane of every workgroup takes this branch
+        at = g * LANES + lane;              // 64 outputs per workgroup, one per lane
+        stores = at < outputs;
+        if (stores) {
+            total = chunked(at, terms, chunks);
         }
-        part[lane] = acc;
-        workgroupBarrier();
-        if (lane == 0u) {
-            for (var l = 0u; l < LANES; l = l + 1u) {
-                if (r * LANES + l < chunks) { total = total + part[l]; }
+    } else {                                // more chunks: a workgroup per output df[g]
+        if (g >= outputs) { return; }
+        let j2 = g % p.k;
+        let j1 = (g / p.k) % p.k;
+        let ci = (g / (p.k * p.k)) % p.c;
+        let oi = g / (p.k * p.k * p.c);
+        for (var r = 0u; r * LANES < chunks; r = r + 1u) {
+            let q = r * LANES + lane;
+            var acc = 0.0;
+            if (q < chunks) {
+                let hi = min(q * CHUNK + CHUNK, terms);
+                for (var t = q * CHUNK; t < hi; t = t + 1u) {
+                    acc = acc + term(t, oi, ci, j1, j2);
+                }
             }
+            part[lane] = acc;
+            workgroupBarrier();
+            if (lane == 0u) {
+                for (var l = 0u; l < LANES; l = l + 1u) {
+                    if (r * LANES + l < chunks) { total = total + part[l]; }
+                }
+            }
+            workgroupBarrier();
         }
-        workgroupBarrier();
     }
-    if (lane == 0u) {
-        df[g] = bf16_round(total);
+    if (stores) {
+        df[at] = bf16_round(total);
     }
 }

@@ -1,5 +1,4 @@
 """Reference for user/test/spin@1: there is none that finishes; conformance is not its point."""
-import numpy as np
 
 
 def forward(x, *, k):

@@ -1,11 +1,14 @@
-"""Reading the catalog for the catalog panel: every op as a card's facts, with its receipt judged
-for this machine's GPU profile. Qt-free on purpose: it runs in the device worker process as the
-``catalog`` request (loading every package and re-deriving every receipt's corpus is engine work,
-and Python-heavy; in a thread of the GUI process it would hold the GIL against the event loop).
-The Studio's worker clients are given it per client (``HANDLERS``, ``BUDGETS``)."""
+"""Reading the catalog for the Studio's catalog panel: every op as a card's facts, with its receipt
+judged for this machine's GPU profile. It runs in the device worker as the ``catalog`` request
+(services/requests.py): loading every package and re-deriving every receipt's corpus is engine
+work, and Python-heavy; in a thread of the GUI process it would hold the GIL against the event loop."""
 from __future__ import annotations
 
 from pathlib import Path
+
+from ..contract.catalog import Catalog, origin
+from ..proof.receipts import local_status
+from ..resources import EXAMPLES
 
 RECEIPT_STATES = ("valid", "none", "stale", "foreign", "failed", "malformed")
 GROUPS = ("builtin", "user", "example")
@@ -17,7 +20,6 @@ BROKEN_EXAMPLES = ("broken_medians", "windowed_median_first_draft")
 def group_of(root: Path, source: str) -> tuple[str, bool]:
     """(catalog group, broken on purpose): ``builtin``; ``example`` for the product's shipped
     examples — never under My ops, which holds what the user wrote or opened; else ``user``."""
-    from ..engine.resources import EXAMPLES
     if source == "builtin":
         return "builtin", False
     try:
@@ -30,8 +32,6 @@ def group_of(root: Path, source: str) -> tuple[str, bool]:
 def scan(extra_roots: list[str], profile_id: str | None, seal=None) -> list[dict]:
     """A fresh read of the catalog (builtins, examples, the user's ops, ``extra_roots``): edits,
     saves and new receipts since the last scan are seen."""
-    from ..engine.contract.catalog import Catalog, origin
-    from ..engine.services.standing import receipt_status
     cat = Catalog.default([Path(r) for r in extra_roots])
     cards = []
     for pkg in cat.list():
@@ -39,7 +39,7 @@ def scan(extra_roots: list[str], profile_id: str | None, seal=None) -> list[dict
         status = None
         if profile_id:
             try:
-                status = receipt_status(pkg, profile_id, seal)
+                status = local_status(pkg, profile_id, seal)
             except Exception:  # noqa: BLE001 - a broken receipt folder must not hide the op
                 status = "malformed"
         source = origin(pkg)
@@ -51,11 +51,7 @@ def scan(extra_roots: list[str], profile_id: str | None, seal=None) -> list[dict
     return cards + [{"problem": e.format()} for e in cat.problems]
 
 
-def handler(req, *, roots: list[str] | None = None, profile_id: str | None = None) -> list[dict]:
-    """The worker's ``catalog`` request (``req``: studio/engine/worker/child.py's Request). The
-    child's context keeps its catalog once read, so the panel's refresh scans anew."""
-    return scan(list(roots or []), profile_id, req.ctx.seal)
-
-
-HANDLERS = {"catalog": handler}            # the child imports it by name (module:function)
-BUDGETS = {"catalog": 60.0}
+def catalog(ctx, *, roots: list[str], profile_id: str | None) -> list[dict]:
+    """The worker's ``catalog`` request: the child's context keeps its catalog once read, so the
+    panel's refresh scans anew (with the context's seal)."""
+    return scan(roots, profile_id, ctx.seal)
