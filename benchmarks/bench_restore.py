@@ -27,7 +27,7 @@ import sys, time
 from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QApplication
 def windows():
-    from studio.app.window import MainWindow
+    from studio.app.shell.window import MainWindow
     return [w for w in QApplication.instance().topLevelWidgets() if isinstance(w, MainWindow) and w.isVisible()]
 def interactive():
     wins = windows()

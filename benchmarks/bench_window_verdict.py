@@ -54,8 +54,8 @@ for _ in range(int(sys.argv[1]) + 2):
     peer.append(shown[0])
 bare.close()
 
-from studio.app.window import MainWindow
-from studio.app.worker_bridge import DeviceWorkers
+from studio.app.shell.window import MainWindow
+from studio.app.bridge.worker_bridge import DeviceWorkers
 win = MainWindow(workers=DeviceWorkers(), offer_recovery=False, restore_session=False)
 win.resize(1600, 1000); win.show()
 view = win.new_op("windowed_median", Path(tempfile.mkdtemp()), "windowed_median", "bench")

@@ -1,6 +1,6 @@
 """The small ResNet of resources/workflows/resnet_digits.toml in plain numpy, in one process: the
 peer the data-parallel training step is measured against (bench_resnet.py), and an independent
-oracle for the workflow's written-out gradients (tests/test_resnet_digits.py). Convolutions are
+oracle for the workflow's written-out gradients (tests/workflows/test_resnet_digits.py). Convolutions are
 im2col + matmul (BLAS); ``dtype`` is f32 for the peer, f64 for the oracle. No rounding to bf16."""
 from __future__ import annotations
 

@@ -62,9 +62,9 @@ def main(argv=None) -> int:
     from PySide6.QtGui import QImage, QTextCursor
     from PySide6.QtWidgets import QApplication, QMessageBox
 
-    from studio.app.new_op import NewOpDialog
+    from studio.app.notebook.new_op import NewOpDialog
     from studio.app.publish.dialogs import open_publish_dialog
-    from studio.app.window import MainWindow
+    from studio.app.shell.window import MainWindow
 
     def pump(seconds: float = 0.05) -> None:
         loop = QEventLoop()

@@ -33,7 +33,7 @@ def plot_widget(*args, **kw):
     collector happens to run, and are deleted wherever that is. When the style or the theme
     changes, Qt walks every widget of the application and calls into Python on the way; a
     collection there deletes menus still on Qt's list, and Qt goes on into freed memory: a
-    segmentation fault (tests/test_app_lifetime.py). Parented to the plot, they go with it, in Qt.
+    segmentation fault (tests/studio/test_app_lifetime.py). Parented to the plot, they go with it, in Qt.
 
     pyqtgraph's own "Export…" entry is left out of the context menu: its dialog would be one more
     parentless window, and the Studio's Export ▾ button writes the same formats."""

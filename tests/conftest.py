@@ -102,7 +102,7 @@ def pkg_copy(tmp_path):
 
 
 # Qt's own words for an object used across its lifetime or its thread: in a Studio test each one is
-# a failure (the GC segfault of issue 28 was an object freed while still reached; these are how Qt
+# a failure (the Studio's GC segfault was an object freed while still reached; these are how Qt
 # says so before it crashes), and so is a timer started with a bogus interval.
 LIFETIME_WARNINGS = ("QObject::", "Cannot create children for a parent that is in a different thread",
                      "QThread: Destroyed while thread", "QBasicTimer", "QTimer::", "QSocketNotifier:",
@@ -132,7 +132,7 @@ def _no_qt_object_left_to_the_collector(request):
     still alive in Python's cyclic garbage that belongs to its Python wrapper (made from Python
     without a Qt parent) fails the test. Only the collector would delete it, at whatever moment it
     next ran: a collection while Qt walked its widgets freed pyqtgraph's menus still on Qt's list,
-    the segfault of issue 28 (studio/figures.py ``plot_widget``; controls in test_app_lifetime.py).
+    the Studio's GC segfault (studio/figures.py ``plot_widget``; controls in test_app_lifetime.py).
     Before the test, the garbage an earlier test of another kind left (a headless export in the same
     pytest-xdist worker) is collected at this calm moment, so the check judges this test alone."""
     if not request.node.module.__name__.startswith("test_app_"):

@@ -14,8 +14,8 @@ def main(argv: list[str] | None = None) -> int:
     from ..figures import qt_app
     app = qt_app()
     import pyqtgraph as pg
-    pg.setConfigOptions(antialias=True)          # colours: the palette's (studio/app/theme.py)
-    from .window import MainWindow
+    pg.setConfigOptions(antialias=True)          # colours: the palette's (studio/app/widgets/theme.py)
+    from .shell.window import MainWindow
     win = MainWindow(offer_recovery=not args.no_recovery)
     for p in args.packages:
         win.open_path(p)

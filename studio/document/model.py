@@ -14,7 +14,7 @@ events whose origin is itself, so the cursor never jumps while typing.
 
 Events (``subscribe(event, callback)``): ``changed(key, origin)``, ``dirty(bool)``,
 ``path(Path)``, ``edited(key, files_before, origin)`` (one edit through the setter: the undo
-stack's). No Qt here: the Studio's ``OpDocument`` (studio/app/model.py) re-emits these as
+stack's). No Qt here: the Studio's ``OpDocument`` (studio/app/notebook/model.py) re-emits these as
 signals, and anything else (a script, a test, a future front end) can hold a document too."""
 from __future__ import annotations
 

@@ -15,8 +15,8 @@ from ...engine.contract.backward import check_against_signature, parse_backward
 from ...engine.contract.signature import parse_signature
 from ...engine.contract.toml_edit import set_values
 from ...engine.errors import StudioError
-from ..editors import CodeEditor, Marker
-from ..model import FIELD, FILE
+from ..widgets.editors import CodeEditor, Marker
+from ..notebook.model import FIELD, FILE
 from .base import Cell, InlineMessage
 from .binding import Binder
 from .tables import RowTable

@@ -11,9 +11,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ..editors import mono_font
-from ..fitting import ElidedLabel
-from ..style import colour
+from ..widgets.editors import mono_font
+from ..widgets.fitting import ElidedLabel
+from ..widgets.style import colour
 
 
 class Chip(ElidedLabel):
@@ -22,7 +22,7 @@ class Chip(ElidedLabel):
 
     def __init__(self, text: str = "", kind: str = "idle", parent=None):
         super().__init__(text, parent)
-        from ..style import install
+        from ..widgets.style import install
         install()
         self.kind = kind
         self.set(text, kind)
@@ -48,7 +48,7 @@ class Cell(QFrame):
         self.setObjectName(f"cell_{self.key}")
         self.setFrameShape(QFrame.Shape.StyledPanel)
         self.setProperty("cell", True)
-        from ..style import install
+        from ..widgets.style import install
         install()
         outer = QVBoxLayout(self)
         outer.setContentsMargins(10, 6, 10, 10)

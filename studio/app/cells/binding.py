@@ -5,7 +5,7 @@ from __future__ import annotations
 from PySide6.QtWidgets import QCheckBox, QComboBox, QLineEdit, QPlainTextEdit, QSpinBox
 
 from ...engine.errors import StudioError
-from ..model import FIELD, FILE, OpDocument
+from ..notebook.model import FIELD, FILE, OpDocument
 
 
 class Binder:

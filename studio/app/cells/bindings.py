@@ -7,8 +7,8 @@ from PySide6.QtWidgets import QLabel
 from ...engine.contract.bindings import check_against_signature, parse_bindings
 from ...engine.contract.signature import parse_signature
 from ...engine.errors import StudioError
-from ..editors import CodeEditor, Marker
-from ..model import FIELD
+from ..widgets.editors import CodeEditor, Marker
+from ..notebook.model import FIELD
 from .base import Cell, InlineMessage
 from .binding import Binder
 from .tables import RowTable

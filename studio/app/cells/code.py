@@ -13,8 +13,8 @@ from PySide6.QtWidgets import (
 
 from ...engine.contract.package import MANIFEST
 from ...engine.errors import StudioError
-from ..editors import CodeEditor, Marker
-from ..model import FIELD, FILE
+from ..widgets.editors import CodeEditor, Marker
+from ..notebook.model import FIELD, FILE
 from .base import Cell, InlineMessage
 from .binding import Binder
 

@@ -8,7 +8,7 @@ from ...engine.contract.catalog import origin_of
 from ...engine.contract.contract import OpId
 from ...engine.contract.fields import form_fields
 from ...engine.errors import StudioError
-from ..model import FIELD
+from ..notebook.model import FIELD
 from .base import Cell, InlineMessage
 from .binding import Binder
 from .form import Form

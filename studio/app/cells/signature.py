@@ -13,9 +13,9 @@ from PySide6.QtWidgets import QFormLayout, QLabel, QLineEdit
 from ...engine.contract.signature import parse_signature
 from ...engine.errors import StudioError
 from ...engine.precision import DTYPE_BYTES
-from ..editors import mono_font
-from ..model import FIELD
-from ..style import colour
+from ..widgets.editors import mono_font
+from ..notebook.model import FIELD
+from ..widgets.style import colour
 from .base import Cell, InlineMessage, ThemedLabel
 from .binding import Binder
 from .tables import RowTable

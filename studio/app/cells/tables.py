@@ -14,7 +14,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ..wheel_guard import guard
+from ..widgets.wheel_guard import guard
 
 
 class RowTable(QWidget):

@@ -13,7 +13,7 @@ from ...engine.contract.tolerance import (
     parse_tolerance,
 )
 from ...engine.errors import StudioError
-from ..model import FIELD
+from ..notebook.model import FIELD
 from .base import Cell, InlineMessage
 from .binding import Binder
 from .form import Form

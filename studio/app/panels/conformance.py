@@ -29,8 +29,8 @@ from PySide6.QtWidgets import (
 
 from ...engine.precision import POISON_WORD
 from ..cells.base import Chip
-from ..editors import mono_font
-from ..style import colour
+from ..widgets.editors import mono_font
+from ..widgets.style import colour
 from .job import JobPanel, error_html
 
 RUNNING = "running the corpus on the device…"

@@ -22,10 +22,10 @@ from PySide6.QtWidgets import (
     QTableWidgetItem,
 )
 
-from ..editors import mono_font
-from ..export import plot_with_export
-from ..style import colour
-from ..theme import style_plot
+from ..widgets.editors import mono_font
+from ..widgets.export import plot_with_export
+from ..widgets.style import colour
+from ..widgets.theme import style_plot
 from .job import JobPanel, error_html
 
 X_LABEL = Y_LABEL_UNITS = "∂L/∂x"

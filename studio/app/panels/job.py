@@ -6,7 +6,7 @@ from ..cells.base import Cell
 
 
 def error_html(err) -> str:
-    from ..style import colour
+    from ..widgets.style import colour
     text = err.format() if hasattr(err, "format") else str(err)
     text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     return f"<span style='color:{colour('error')}'>✖ {text}</span>".replace("\n", "<br>")

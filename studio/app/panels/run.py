@@ -21,9 +21,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ..export import plot_with_export
-from ..theme import style_plot
-from ..trying import SPIKY  # noqa: F401 - the builtin signal generator (the Run cell's default input)
+from ..widgets.export import plot_with_export
+from ..widgets.theme import style_plot
+from ..bridge.trying import SPIKY  # noqa: F401 - the builtin signal generator (the Run cell's default input)
 from .job import JobPanel, error_html
 
 SOURCES = ["synthetic spiky signal", ".npy / .csv file", "output of another op"]

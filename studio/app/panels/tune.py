@@ -22,7 +22,7 @@ from PySide6.QtWidgets import (
 )
 
 from ...engine.errors import StudioError
-from ..theme import style_plot
+from ..widgets.theme import style_plot
 
 DEFAULT_OP = "user/demo/windowed_median_fast@1"
 PROVEN, WINNER, FAILED = "#1f77b4", "#2ca02c", "#d62728"

@@ -25,16 +25,16 @@ from ...engine.atomic import write_bytes
 from ...engine.contract.package import MANIFEST, OpPackage, load_package
 from ...engine.errors import StudioError
 from ...engine.services import publishing
-from ..actions import PUBLISH_LAYOUT
-from ..fitting import fit_title
-from ..published import confirm_published
-from ..latest_check import LatestCheck
+from ..shell.actions import PUBLISH_LAYOUT
+from ..widgets.fitting import fit_title
+from .published import confirm_published
+from ..bridge.latest_check import LatestCheck
 
 
 def publishing_workers(parent):
     """Device workers for the publishing requests (publish, card, verify_here) and the proof
     report's (report, report_check): their own lanes, the request table's kinds and budgets."""
-    from ..worker_bridge import DeviceWorkers
+    from ..bridge.worker_bridge import DeviceWorkers
     return DeviceWorkers(parent=parent)
 
 
@@ -291,7 +291,7 @@ def install_publish(window) -> None:
     app = QApplication.instance()
     if app is not None:
         app.aboutToQuit.connect(workers.close)
-    window.publish_menu = window.menus.extend(PUBLISH_LAYOUT, {      # declared in studio/app/actions.py
+    window.publish_menu = window.menus.extend(PUBLISH_LAYOUT, {      # declared in studio/app/shell/actions.py
         "publish.publish": lambda: open_publish_dialog(window), "publish.card": lambda: show_card(window),
         "publish.report": lambda: save_proof_report(window), "publish.fork": lambda: fork_current(window),
         "publish.ring": lambda: (window.ring_dock.show(), window.ring_panel.refresh())})["publish"]

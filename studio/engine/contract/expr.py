@@ -170,7 +170,7 @@ def build(tree: Tree, src: Source) -> Expr:
             value = int(kids[0]) if kind == "int" else float(kids[0])
         except ValueError:               # more digits than Python converts (sys.get_int_max_str_digits)
             value = None
-        if value is None or value in (float("inf"), float("-inf")):   # found by tests/test_fuzz.py
+        if value is None or value in (float("inf"), float("-inf")):   # found by tests/contract/test_fuzz.py
             raise src.error(f"the number {str(kids[0])[:24]}{'...' if len(kids[0]) > 24 else ''} is too large",
                             kids[0], "write a smaller number (a float must be finite in f64)")
         return Num(value)

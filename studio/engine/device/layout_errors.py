@@ -5,7 +5,7 @@ chain, with Rust ``Debug`` renderings of its types (``ResourceBinding { group: 0
 ``Storage { access: StorageAccess(LOAD | STORE) }``); wgpu-py 0.32's ``GPUValidationError``
 carries nothing but that message. A kernel whose element type differs from the descriptor's fails
 earlier, in naga, whose message the device has already put at the author's line. Nothing else in
-the product reads these texts: tests/test_layout_errors.py provokes every kind on the pinned wgpu
+the product reads these texts: tests/device/test_layout_errors.py provokes every kind on the pinned wgpu
 and keeps the texts it got as fixtures, so a release that words them differently fails there."""
 from __future__ import annotations
 

@@ -14,7 +14,7 @@ come back to this process (the executor reads every dispatch back); the next hei
 are gathered from them by copy, no arithmetic.
 
 IEEE binary32 on the device: lavapipe keeps subnormals in additions (measured, and tested:
-tests/test_learner_device.py); a device that flushed them would differ from the CPU tree there,
+tests/learner/test_learner_device.py); a device that flushed them would differ from the CPU tree there,
 which the same test would show."""
 from __future__ import annotations
 

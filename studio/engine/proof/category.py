@@ -53,7 +53,7 @@ def _permutation(refs, pkg, case, out, rng, probes):
 
 
 def _copy(refs, pkg, case, out, rng, probes):
-    if not case.inputs:              # found by tests/test_tamper.py: np.concatenate([]) raised ValueError
+    if not case.inputs:              # found by tests/trust/test_tamper.py: np.concatenate([]) raised ValueError
         return "a copy needs an input tensor to copy, and this op has none"
     src = np.concatenate([_bits(np.asarray(v)) for v in case.inputs.values()])
     for name, y in out.items():

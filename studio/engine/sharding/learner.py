@@ -5,7 +5,7 @@ the per-owner tree, and the mean divides by the mass N — the collective Σ_r r
 owner gives the global rounding rnd(S) / N. The replicas are the learner's R even shares
 (``System.evenly``), run here through ``combine.local_step``: the same functions, the same plan and
 the same operands as ``scellis learn`` on R Dask owners, so the parameters are the same bits
-(tests/test_learner_bf16.py checks that against a real Dask run). An f32 learner file is reported
+(tests/learner/test_learner_bf16.py checks that against a real Dask run). An f32 learner file is reported
 as its bf16 variant (the same programs and data, ``[combine] tree = "per-owner", precision = "bf16"``).
 
 Nodes reported, per step of training from the same start on R replicas and on one:

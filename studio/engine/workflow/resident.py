@@ -8,7 +8,7 @@ binding plan, uniform padding, buffer cap, launch fold and workgroup isolation, 
 device/execution.py), so a step's output buffer *is* the next step's input buffer. Uploads and
 read-backs happen only where the caller asks (a file source, a sink, the record's hashes) and are
 counted, so a test can show that nothing in between moved (docs/workflows.md, "Intermediates stay
-on the device"). This module binds nothing and launches nothing itself (tests/test_one_executor.py)."""
+on the device"). This module binds nothing and launches nothing itself (tests/device/test_one_executor.py)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field

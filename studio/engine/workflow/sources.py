@@ -35,7 +35,7 @@ def _hash32(v: np.ndarray) -> np.ndarray:
 def spike_free_signal(n: int, seed: int) -> np.ndarray:
     """core/signal/spiky_signal@1 before its spikes are put in: the same two triangle waves and the
     same noise (resources/ops/core/spiky_signal/reference.py), every value exact in f32, so
-    it equals the op's output bit for bit wherever the op put no spike (tests/test_workflow_run.py)."""
+    it equals the op's output bit for bit wherever the op put no spike (tests/workflows/test_workflow_run.py)."""
     n = int(n)
     i = np.arange(n, dtype=np.uint32)
     mix = _hash32(np.atleast_1d(np.uint32(int(seed) & 0xFFFFFFFF) ^ np.uint32(0x9E3779B9)))

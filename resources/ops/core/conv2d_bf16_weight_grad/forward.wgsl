@@ -23,7 +23,7 @@ struct Params {
 // with the low half zero, so a bf16 binding is declared array<f32> and read as it is. Every value a
 // kernel stores into a bf16 binding goes through bf16_round: round to nearest, ties to even, NaN
 // kept and made quiet; a carry runs into the exponent (to inf past the largest bf16). The bf16 ops'
-// kernels carry this function verbatim (tests/test_bf16_device.py checks the copies).
+// kernels carry this function verbatim (tests/device/test_bf16_device.py checks the copies).
 fn bf16_round(v: f32) -> f32 {
     let b = bitcast<u32>(v);
     if ((b & 0x7fffffffu) > 0x7f800000u) {
