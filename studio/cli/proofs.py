@@ -13,9 +13,8 @@ from .session import context, ops_path, worker
 
 def cmd_check(args) -> int:
     from ..engine.services.requests import Kind
-    pkg = context(args).catalog.resolve(args.target)
-    with worker(args.timeout) as w:           # kernels compile in the worker: a compiler crash is its
-        rep = w.call(Kind.CHECK, target=str(pkg.root))
+    with worker(args.timeout) as w:           # kernels compile in the worker: a compiler crash is its;
+        rep = w.call(Kind.CHECK, target=args.target, ops_path=ops_path(args))   # the op looked up there, once
     if args.json:
         print(json.dumps(rep, indent=2))
         return EXIT_OK if rep["ok"] else EXIT_FAILED
@@ -100,10 +99,9 @@ def cmd_profile(args) -> int:
 def cmd_gradcheck(args) -> int:
     """Exit 0 pass, 1 fail, 3 inconclusive (a check that cannot fail certifies nothing)."""
     from ..engine.services.requests import Kind
-    pkg = context(args).catalog.resolve(args.target)
-    with worker(args.timeout) as w:
-        out = w.call(Kind.GRADCHECK, target=str(pkg.root), params=params(args.param), h=args.h, seed=args.seed,
-                     tolerance=args.tolerance, receipt=not args.no_receipt)
+    with worker(args.timeout) as w:           # the op looked up once, in the worker (with --ops-path)
+        out = w.call(Kind.GRADCHECK, target=args.target, ops_path=ops_path(args), params=params(args.param),
+                     h=args.h, seed=args.seed, tolerance=args.tolerance, receipt=not args.no_receipt)
     if args.json:
         print(json.dumps(out, indent=2))
     else:

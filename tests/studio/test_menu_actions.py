@@ -17,7 +17,20 @@ from PySide6.QtGui import QKeySequence
 from PySide6.QtWidgets import QMainWindow
 from PySide6.QtTest import QTest
 
-from studio.app.shell.actions import ACTIONS, LAYOUT, MENUS, PUBLISH_LAYOUT, THEME_TITLES, Action, Menu, Separator, check_layout
+from studio.app.shell.actions import (
+    ACTIONS,
+    LAYOUT,
+    LEARNER_LAYOUT,
+    MENUS,
+    PUBLISH_LAYOUT,
+    SHARD_LAYOUT,
+    THEME_TITLES,
+    TUNE_LAYOUT,
+    Action,
+    Menu,
+    Separator,
+    check_layout,
+)
 from studio.app.shell.shell_menus import MenuDeclarationError, Menus, build_menus, key_sequences
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -40,7 +53,8 @@ def menu_paths(bar) -> dict[str, str]:
     return out
 
 
-FEATURE_ACTIONS = tuple(e for e in PUBLISH_LAYOUT if isinstance(e, Action))
+FEATURE_ACTIONS = tuple(e for e in PUBLISH_LAYOUT + LEARNER_LAYOUT + SHARD_LAYOUT + TUNE_LAYOUT
+                        if isinstance(e, Action))    # the features' own: Publish, and the tools' panels
 
 
 def menu_title_path(menu_id: str) -> str:

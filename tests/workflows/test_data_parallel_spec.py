@@ -135,3 +135,26 @@ def test_owners_hold_contiguous_shares_and_the_combine_is_one_fixed_tree():
     assert ordered_sum(parts)[0] == np.float32(2 ** 24 + 2)
     assert np.float32(np.float32(np.float32(1 + np.float32(2 ** 24)) + np.float32(1)) + np.float32(1)) == 2 ** 24
     assert ordered_sum([np.array([1.0])])[0] == 1.0
+
+
+def test_the_command_refuses_what_it_cannot_do_before_any_work(capsys):
+    from studio.cli import main
+    from studio.engine.services.data_parallel import names_gradients
+    assert names_gradients(RESNET) and not names_gradients(RESNET.parent / "train_median.toml")
+    assert main(["train", str(RESNET), "--precision", "f32"]) == 2          # no f32 twin of the 2-D kinds
+    assert "this workflow's convolutions are bf16 ops" in capsys.readouterr().err
+    assert main(["train", str(RESNET.parent / "train_median.toml"), "--owners", "2"]) == 2
+    assert "train a workflow that writes out its gradients" in capsys.readouterr().err
+
+
+def test_a_step_and_an_epoch_read_as_one_line_each():
+    from studio.engine.services.data_parallel import epoch_line, step_line
+    from studio.engine.sharding.training import EpochRecord, StepRecord
+    rec = StepRecord(3, 1, 2.25, 0.4, {"owners": 0.25, "round_trip": 0.01, "tree": 0.0001, "measure": 0.1,
+                                       "driver": 0.0001},
+                     {"g_f": {"df": {"elements": 72, "nonzero": 60, "max_abs": 1e-4, "max_rel": 0.005, "of_bound": 0.9}},
+                      "g_fc": {"dw": {"elements": 100, "nonzero": 98, "max_abs": 1e-9, "max_rel": 5e-7}}})
+    line = step_line(rec)
+    assert line.startswith("step    3  epoch  1  loss 2.2500") and "owners 250.0" in line
+    assert "1/1 bf16 weight gradients differ, largest 0.005 of the node (0.90 of the bound, g_f)" in line
+    assert epoch_line(EpochRecord(2, 0.5, 0.9471, 8.7)) == "epoch  2  loss 0.5000  held-out accuracy 94.7 %  (8.7 s)"

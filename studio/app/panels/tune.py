@@ -171,9 +171,7 @@ class TunePanel(QWidget):
         self.text.setPlainText(message)
 
 
-def install_tune(window) -> QDockWidget:
+def install_tune(window, layout) -> QDockWidget:
     """The Tune dock (hidden until asked for) and Tools ▸ Tune kernel."""
-    window.tune_dock = window.docks.add_tool_dock(
-        "Tune", "tune_dock", TunePanel, "&Tune kernel…",
-        "prove, then time, every candidate of an op's tunable overrides on this GPU (docs/performance.md)")
+    window.tune_dock = window.docks.add_tool_dock("Tune", "tune_dock", TunePanel, layout)
     return window.tune_dock

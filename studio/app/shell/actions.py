@@ -154,6 +154,20 @@ PUBLISH_LAYOUT: tuple[Menu | Action | Separator, ...] = (
     Action("publish.ring", "Ring panel", "publish", tip="show the exchange ring panel"),
 )
 
+# The Tools menu's panels: each tool's own (its ``install_*`` adds its dock and, through
+# ``Docks.add_tool_dock`` and ``Menus.extend``, this action with the command that shows the dock).
+LEARNER_LAYOUT: tuple[Action, ...] = (
+    Action("tools.learner", "&Learner…", "tools", tip="train a data-parallel learner (docs/learner.md)"),
+)
+SHARD_LAYOUT: tuple[Action, ...] = (
+    Action("tools.shard", "&Sharding report…", "tools",
+           tip="which nodes shard exactly, which are rounded per replica (docs/bf16.md)"),
+)
+TUNE_LAYOUT: tuple[Action, ...] = (
+    Action("tools.tune", "&Tune kernel…", "tools",
+           tip="prove, then time, every candidate of an op's tunable overrides on this GPU (docs/performance.md)"),
+)
+
 ACTIONS: tuple[Action, ...] = tuple(e for e in LAYOUT if isinstance(e, Action))
 MENUS: tuple[Menu, ...] = tuple(e for e in LAYOUT if isinstance(e, Menu))
 

@@ -50,16 +50,16 @@ class Docks:
         dock.setWidget(panel)
         return self.add_dock(dock, area, shortcut, scroll=False)
 
-    def add_tool_dock(self, title: str, name: str, panel, action: str, tip: str) -> QDockWidget:
-        """A dock for a tool panel, hidden until Tools ▸ ``action`` shows it (the learner, the shard report)."""
+    def add_tool_dock(self, title: str, name: str, panel, layout) -> QDockWidget:
+        """A dock for a tool panel, hidden until its declared Tools action (``layout``: one Action of
+        studio/app/shell/actions.py, e.g. LEARNER_LAYOUT) shows it (the learner, the shard report)."""
         dock = QDockWidget(title, self.window)
         dock.setObjectName(name)
         dock.setWidget(panel(dock))
         self.add_dock(dock)
         dock.hide()
-        act = self.window.menus.menu("tools").addAction(action)
-        act.setToolTip(tip)
-        act.triggered.connect(lambda: self.show_tool_dock(dock))
+        (action,) = layout
+        self.window.menus.extend(layout, {action.command or action.id: lambda: self.show_tool_dock(dock)})
         return dock
 
     def tool_dock_width(self) -> tuple[int, int]:

@@ -29,6 +29,7 @@ from ..tools.catalog_panel import CatalogPanel
 from ..notebook.document_view import DocumentView
 from ..notebook.documents import create_from_template, open_package
 from ..widgets.fitting import ElidedLabel
+from .actions import LEARNER_LAYOUT, SHARD_LAYOUT, TUNE_LAYOUT
 from .docks import Docks
 from .menus import CellCommands, FindBar
 from ..notebook.model import OpDocument
@@ -144,9 +145,9 @@ class MainWindow(QMainWindow):
         self._current_changed()
         QTimer.singleShot(0, self, self.menus.help_last)          # Help stays the last menu, whatever features add
         from ..publish import install_publish; install_publish(self)   # noqa: E702 - extensions, one line each: Publish
-        from ..tools.learner_view import install_learner; install_learner(self)   # noqa: E702 - the Learner panel
-        from ..tools.shard_view import install_shard; install_shard(self)   # noqa: E702 - the Sharding panel
-        from ..panels.tune import install_tune; install_tune(self)   # noqa: E702 - the Tune panel
+        from ..tools.learner_view import install_learner; install_learner(self, LEARNER_LAYOUT)   # noqa: E702 - the Learner panel
+        from ..tools.shard_view import install_shard; install_shard(self, SHARD_LAYOUT)   # noqa: E702 - the Sharding panel
+        from ..panels.tune import install_tune; install_tune(self, TUNE_LAYOUT)   # noqa: E702 - the Tune panel
 
     def current(self) -> DocumentView | None:
         w = self.tabs.currentWidget()

@@ -238,8 +238,7 @@ class LearnerPanel(QWidget):
         self.status.setText(text)
 
 
-def install_learner(window) -> QDockWidget:
+def install_learner(window, layout) -> QDockWidget:
     """The Learner dock (hidden until asked for) and Tools ▸ Learner."""
-    window.learner_dock = window.docks.add_tool_dock("Learner", "learner_dock", LearnerPanel, "&Learner…",
-                                               "train a data-parallel learner (docs/learner.md)")
+    window.learner_dock = window.docks.add_tool_dock("Learner", "learner_dock", LearnerPanel, layout)
     return window.learner_dock

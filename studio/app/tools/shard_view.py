@@ -213,9 +213,7 @@ class ShardPanel(QWidget):
         self.text.setPlainText(message)
 
 
-def install_shard(window) -> QDockWidget:
+def install_shard(window, layout) -> QDockWidget:
     """The Sharding dock (hidden until asked for) and Tools ▸ Sharding report."""
-    window.shard_dock = window.docks.add_tool_dock(
-        "Sharding", "shard_dock", ShardPanel, "&Sharding report…",
-        "which nodes shard exactly, which are rounded per replica (docs/bf16.md)")
+    window.shard_dock = window.docks.add_tool_dock("Sharding", "shard_dock", ShardPanel, layout)
     return window.shard_dock

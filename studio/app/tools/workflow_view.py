@@ -381,6 +381,7 @@ class WorkflowView(QWidget):
         if self.parallel.active:
             return self.parallel
         self.epochs = []
+        self.error_text = ""
         self.loss_curve.setData([], [])
         self.accuracy_curve.setData([], [])
         self._start(f"training {self.wf.name} data-parallel (owners on Dask)…")

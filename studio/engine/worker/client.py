@@ -19,10 +19,33 @@ import multiprocessing as mp
 import os
 import threading
 import time
+from dataclasses import dataclass
 
 from ..errors import StudioError
 from .child import Lifeline, child_main
 from .transport import discard, pack, unpack
+
+
+@dataclass
+class _Call:
+    """One request in flight: its id, kind and budget, the op the child says it works on, the
+    deadline (renewed by every sign of life) and whether the child is idle again or was replaced
+    (``settled``: otherwise the call's end replaces it)."""
+    rid: int
+    request: str
+    budget: float
+    op: str
+    op_file: str | None = None
+    t0: float = 0.0
+    deadline: float = 0.0
+    settled: bool = False
+
+    def start(self) -> None:
+        self.t0 = time.monotonic()
+        self.deadline = self.t0 + self.budget
+
+    def renew(self) -> None:
+        self.deadline = time.monotonic() + self.budget
 
 DEFAULT_BUDGET_S = 5.0
 START_TIMEOUT_S = 120.0          # the child's start (imports, device) is not part of a budget
@@ -218,91 +241,104 @@ class WorkerClient:
         budget = float(budget_s if budget_s is not None else max(self.budget_s, self.kind_budgets.get(request, 0.0)))
         with self._call_lock:
             self._ensure()
-            rid = next(self._ids)
+            call = _Call(next(self._ids), request, budget, str(kwargs.get("target") or request))
             segments: list = []
-            op, op_file = str(kwargs.get("target") or request), None
-            settled = False            # the child is idle again (replied) or was replaced
             try:
                 try:
                     packed = pack(kwargs, segments)
                 except StudioError:
-                    settled = True         # nothing was sent: the child is idle, no restart needed
+                    call.settled = True        # nothing was sent: the child is idle, no restart needed
                     raise
                 with self._state:
-                    self._inflight, self._cancelled = (rid, request), False
-                t0 = time.monotonic()
-                try:
-                    self._conn.send(("call", rid, request, packed, budget))
+                    self._inflight, self._cancelled = (call.rid, call.request), False
+                call.start()
+                try:                           # the request goes out here: the child's side begins
+                    self._conn.send(("call", call.rid, call.request, packed, call.budget))
                 except (OSError, BrokenPipeError):
-                    settled = True
+                    call.settled = True
                     self._restart()
-                    raise StudioError(f"the device worker was gone before '{request}' could start; "
+                    raise StudioError(f"the device worker was gone before '{call.request}' could start; "
                                       f"it was restarted — try again") from None
-                deadline = t0 + budget
-                while True:
-                    left = deadline - time.monotonic()
-                    if left <= 0:
-                        seconds = time.monotonic() - t0
-                        settled = True
-                        kill_s = self._kill()
-                        self.last_kill = {"op": op, "seconds": seconds, "kill_s": kill_s, "reason": "budget"}
-                        self._restart()
-                        raise WorkerTimeout(op, seconds, budget, request, op_file)
-                    try:
-                        if not self._conn.poll(min(left, 3600.0)):
-                            continue
-                        msg = self._conn.recv()
-                    except (EOFError, OSError):
-                        seconds = time.monotonic() - t0
-                        settled = True
-                        with self._state:
-                            cancelled = self._cancelled
-                        code = self._reap()
-                        self.last_kill = {"op": op, "seconds": seconds, "kill_s": 0.0,
-                                          "reason": "cancel" if cancelled else f"exit {code}"}
-                        self._restart()
-                        if cancelled:
-                            raise WorkerCancelled(op, seconds) from None
-                        raise StudioError(f"the device worker died while running {op} ({request}) "
-                                          f"(exit code {code}); it was restarted", file=op_file or None,
-                                          hint="a crash of the WGSL compiler or the driver on this kernel, or an "
-                                               "out-of-memory kill; simplify the kernel (deeply nested "
-                                               "expressions crash naga). The next request runs in a fresh "
-                                               "worker") from None
-                    tag = msg[0]
-                    if msg[1] != rid:
-                        if tag == "ok":
-                            discard(msg[2])
-                        continue
-                    if tag == "progress":
-                        deadline = time.monotonic() + budget        # a sign of life
-                        if progress is not None:
-                            progress(*msg[2:])             # (done, total) or (done, total, value)
-                    elif tag == "note":
-                        deadline = time.monotonic() + budget        # a sign of life too
-                        if on_note is not None:
-                            on_note(msg[2])                # e.g. {"kind": "first_failure", "text": ...}
-                    elif tag == "op":
-                        op, op_file = msg[2], msg[4]
-                    elif tag == "ok":
-                        settled = True
-                        return unpack(msg[2], unlink=True)
-                    elif tag == "expired":       # the child's own watchdog: it exits now
-                        settled = True
-                        self.last_kill = {"op": op, "seconds": msg[2], "kill_s": 0.0, "reason": "child budget"}
-                        self._restart()
-                        raise WorkerTimeout(op, msg[2], budget, request, op_file)
-                    elif tag == "error":
-                        settled = True
-                        raise StudioError.from_dict(msg[2])
+                return self._await(call, progress, on_note)
             finally:
-                if not settled:        # e.g. Ctrl-C or a progress callback that raised: the child is
+                if not call.settled:   # e.g. Ctrl-C or a progress callback that raised: the child is
                     self._restart()    # still busy with this request, so it is replaced
                 with self._state:
                     self._inflight = None
-                for s in segments:
+                for seg in segments:
                     try:
-                        s.close()
-                        s.unlink()
+                        seg.close()
+                        seg.unlink()
                     except FileNotFoundError:
                         pass
+
+    def _await(self, call: _Call, progress, on_note):
+        """The child's messages for this call until its report: progress and notes (each a sign of
+        life that renews the budget), the op it works on, then ok, error or its own watchdog."""
+        while True:
+            msg = self._next_message(call)
+            if msg is None:
+                continue
+            tag = msg[0]
+            if msg[1] != call.rid:
+                if tag == "ok":
+                    discard(msg[2])
+                continue
+            if tag == "progress":
+                call.renew()
+                if progress is not None:
+                    progress(*msg[2:])             # (done, total) or (done, total, value)
+            elif tag == "note":
+                call.renew()
+                if on_note is not None:
+                    on_note(msg[2])                # e.g. {"kind": "first_failure", "text": ...}
+            elif tag == "op":
+                call.op, call.op_file = msg[2], msg[4]
+            elif tag == "ok":
+                call.settled = True
+                return unpack(msg[2], unlink=True)
+            elif tag == "expired":                 # the child's own watchdog: it exits now
+                call.settled = True
+                self.last_kill = {"op": call.op, "seconds": msg[2], "kill_s": 0.0, "reason": "child budget"}
+                self._restart()
+                raise WorkerTimeout(call.op, msg[2], call.budget, call.request, call.op_file)
+            elif tag == "error":
+                call.settled = True
+                raise StudioError.from_dict(msg[2])
+
+    def _next_message(self, call: _Call):
+        """The child's next message, None after a quiet poll; past the budget the child is killed and
+        replaced (WorkerTimeout), and a child that went away is reaped and replaced."""
+        left = call.deadline - time.monotonic()
+        if left <= 0:
+            seconds = time.monotonic() - call.t0
+            call.settled = True
+            kill_s = self._kill()
+            self.last_kill = {"op": call.op, "seconds": seconds, "kill_s": kill_s, "reason": "budget"}
+            self._restart()
+            raise WorkerTimeout(call.op, seconds, call.budget, call.request, call.op_file)
+        try:
+            if not self._conn.poll(min(left, 3600.0)):
+                return None
+            return self._conn.recv()
+        except (EOFError, OSError):
+            raise self._gone(call) from None
+
+    def _gone(self, call: _Call) -> StudioError:
+        """The child went away mid-call: cancelled by the user, or died (a driver or compiler crash,
+        an out-of-memory kill). It is reaped and replaced; the error says which."""
+        seconds = time.monotonic() - call.t0
+        call.settled = True
+        with self._state:
+            cancelled = self._cancelled
+        code = self._reap()
+        self.last_kill = {"op": call.op, "seconds": seconds, "kill_s": 0.0,
+                          "reason": "cancel" if cancelled else f"exit {code}"}
+        self._restart()
+        if cancelled:
+            return WorkerCancelled(call.op, seconds)
+        return StudioError(f"the device worker died while running {call.op} ({call.request}) "
+                           f"(exit code {code}); it was restarted", file=call.op_file or None,
+                           hint="a crash of the WGSL compiler or the driver on this kernel, or an "
+                                "out-of-memory kill; simplify the kernel (deeply nested "
+                                "expressions crash naga). The next request runs in a fresh worker")

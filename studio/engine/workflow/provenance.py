@@ -210,19 +210,8 @@ def verify_record(ctx: Context, record: dict, *, origin: str = "sealed", on_even
         raise StudioError(f"not a workflow record: {problems[0]}", field=problems[0].split()[0], hint=HINT)
     w, run = record["workflow"], record["run"]
     rep = VerifyReport(w.get("name", "?"), [], [], [])
-    if origin == "foreign":
-        rep.notes.append(FOREIGN_NOTE)
-    here = ctx.device.profile.id
-    if record["gpu_profile"].get("id") != here:
-        rep.notes.append(f"recorded on GPU profile {record['gpu_profile'].get('id')}, re-run on {here}: ops whose "
-                         "tolerance is not exact may legitimately differ in their last bits")
+    rep.notes += _context_notes(ctx, record, origin)
     f = Path(w["file"])
-    try:
-        now = hashlib.sha256(read_regular(f, MAX_RECORD_BYTES, what="workflow file")).hexdigest()
-        if now != w["sha256"]:
-            rep.notes.append(f"{f} changed since the run; the recorded text is what runs again")
-    except StudioError:
-        rep.notes.append(f"{f} is gone; the recorded text is what runs again")
     try:
         wf = parse_workflow(w["text"], file=w["file"], base=f.parent)
         plan = make_plan(ctx, wf, until=run.get("until"))
@@ -230,44 +219,76 @@ def verify_record(ctx: Context, record: dict, *, origin: str = "sealed", on_even
     except StudioError as e:
         rep.problems.append(f"could not run it again: {e.format()}")
         return rep
-    for n, then in record["sources"].items():
-        info = res.sources.get(n)
-        if info is None:
-            rep.problems.append(f"source {n} did not run again")
-        elif then.get("sha256") != info.get("sha256") or (then.get("value") or {}).get("sha256") != info["value"]["sha256"]:
-            rep.problems.append(f"source {n} differs from the record"
-                                + (f" (file {info.get('path')} changed)" if then.get("sha256") != info.get("sha256") else ""))
-    for then in record["steps"]:
-        name = then["name"]
-        chk = StepCheck(name, str(then.get("op")))
-        rep.steps.append(chk)
-        got = res.steps.get(name)
-        if got is None:
-            chk.problems.append("did not run again")
-            continue
-        p = got.plan
-        if p.pkg.hash != then["package_hash"]:
-            chk.problems.append(f"op content changed: recorded {then['package_hash'][:16]}, now {p.pkg.hash[:16]}")
-        if p.pkg.id != then.get("op"):
-            chk.problems.append(f"the step now runs {p.pkg.id}")
-        if dict(p.params) != then.get("params", {}):
-            chk.problems.append("params differ from the record")
-        for i, meta in (then.get("inputs") or {}).items():
-            key = got.inputs.get(i)
-            if key is None or res.digests[key]["sha256"] != meta.get("sha256"):
-                chk.problems.append(f"input {i} differs from the record")
-        chk.receipt = (str((then.get("receipt") or {}).get("status")), p.verification.status)
-        for o, meta in then["outputs"].items():
-            key = got.outputs.get(o)
-            chk.outputs[o] = (str(meta.get("sha256")), res.digests[key]["sha256"] if key else None)
-    if "report" in record:
-        r = wf.report
-        try:
-            now = spike_report(res.value(r.raw.text), res.value(r.cleaned.text), res.value(r.clean.text)) if r else None
-        except (KeyError, StudioError):
-            now = None
-        if now != record["report"]:
-            rep.problems.append("the report's figures differ from the record's")
+    rep.problems += _source_problems(record, res)
+    rep.steps += [_step_check(then, res) for then in record["steps"]]
+    if "report" in record and _report_now(wf, res) != record["report"]:
+        rep.problems.append("the report's figures differ from the record's")
     if res.status != run.get("status", "done"):
         rep.problems.append(f"the run ended {res.status}, the record says {run.get('status')}")
     return rep
+
+
+def _context_notes(ctx: Context, record: dict, origin: str) -> list[str]:
+    """What the reader should know before the comparison: a foreign seal, another GPU profile, a
+    workflow file that changed or is gone since the run."""
+    notes = [FOREIGN_NOTE] if origin == "foreign" else []
+    here = ctx.device.profile.id
+    if record["gpu_profile"].get("id") != here:
+        notes.append(f"recorded on GPU profile {record['gpu_profile'].get('id')}, re-run on {here}: ops whose "
+                     "tolerance is not exact may legitimately differ in their last bits")
+    w = record["workflow"]
+    f = Path(w["file"])
+    try:
+        now = hashlib.sha256(read_regular(f, MAX_RECORD_BYTES, what="workflow file")).hexdigest()
+        if now != w["sha256"]:
+            notes.append(f"{f} changed since the run; the recorded text is what runs again")
+    except StudioError:
+        notes.append(f"{f} is gone; the recorded text is what runs again")
+    return notes
+
+
+def _source_problems(record: dict, res) -> list[str]:
+    out = []
+    for n, then in record["sources"].items():
+        info = res.sources.get(n)
+        if info is None:
+            out.append(f"source {n} did not run again")
+        elif then.get("sha256") != info.get("sha256") or (then.get("value") or {}).get("sha256") != info["value"]["sha256"]:
+            out.append(f"source {n} differs from the record"
+                       + (f" (file {info.get('path')} changed)" if then.get("sha256") != info.get("sha256") else ""))
+    return out
+
+
+def _step_check(then: dict, res) -> StepCheck:
+    """One recorded step against its re-run: the op's content and id, params, inputs, receipt, outputs."""
+    name = then["name"]
+    chk = StepCheck(name, str(then.get("op")))
+    got = res.steps.get(name)
+    if got is None:
+        chk.problems.append("did not run again")
+        return chk
+    p = got.plan
+    if p.pkg.hash != then["package_hash"]:
+        chk.problems.append(f"op content changed: recorded {then['package_hash'][:16]}, now {p.pkg.hash[:16]}")
+    if p.pkg.id != then.get("op"):
+        chk.problems.append(f"the step now runs {p.pkg.id}")
+    if dict(p.params) != then.get("params", {}):
+        chk.problems.append("params differ from the record")
+    for i, meta in (then.get("inputs") or {}).items():
+        key = got.inputs.get(i)
+        if key is None or res.digests[key]["sha256"] != meta.get("sha256"):
+            chk.problems.append(f"input {i} differs from the record")
+    chk.receipt = (str((then.get("receipt") or {}).get("status")), p.verification.status)
+    for o, meta in then["outputs"].items():
+        key = got.outputs.get(o)
+        chk.outputs[o] = (str(meta.get("sha256")), res.digests[key]["sha256"] if key else None)
+    return chk
+
+
+def _report_now(wf, res):
+    """The spike report of the re-run (None: the workflow has none now, or its values did not run)."""
+    r = wf.report
+    try:
+        return spike_report(res.value(r.raw.text), res.value(r.cleaned.text), res.value(r.clean.text)) if r else None
+    except (KeyError, StudioError):
+        return None
