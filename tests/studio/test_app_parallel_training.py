@@ -47,7 +47,7 @@ def test_train_plots_loss_and_held_out_accuracy_per_epoch(qtbot, resnet_proven_h
     qtbot.mouseClick(view.train_button, Qt.MouseButton.LeftButton)
     assert not view.train_button.isEnabled() and view.stop_button.isEnabled()
     # the run's thread ends before its result reaches the GUI thread (a queued signal): wait for the result
-    qtbot.waitUntil(lambda: view.train_result is not None or view.error_text, timeout=300_000)
+    qtbot.waitUntil(lambda: view.train_result is not None or bool(view.error_text), timeout=300_000)
     assert view.train_result is not None, view.status.text()
     rec = view.train_result["record"]
     assert len(rec["steps"]) == 3 and len(epochs) == 1 and rec["owners"] == 4
@@ -67,6 +67,6 @@ def test_a_refused_run_says_why_in_the_tab(qtbot, window, tmp_path):
     view.prove_box.setChecked(False)
     view.allow_box.setChecked(False)
     view.train()
-    qtbot.waitUntil(lambda: view.error_text, timeout=300_000)
+    qtbot.waitUntil(lambda: bool(view.error_text), timeout=300_000)
     assert view.train_result is None and "no valid conformance receipt" in view.error_text, view.error_text
     assert view.train_button.isEnabled()

@@ -305,7 +305,7 @@ def test_a_plain_install_runs_a_builtins_conformance(tmp_path):
     assert check.returncode == 0, check.stdout + check.stderr
     # the data-parallel ResNet from the wheel: its images are package data, its owners Dask workers
     resnet = site / "studio" / "resources" / "workflows" / "resnet_digits.toml"
-    train = subprocess.run([str(scellis_bin), "train", str(resnet), "--owners", "2", "--steps", "1",
+    train = subprocess.run([str(scellis_bin), "train", str(resnet), "--owners", "1", "--steps", "1",
                             "--allow-unverified", "--out-dir", str(work)], capture_output=True, text=True, env=env,
                            cwd=work, timeout=300)
     assert train.returncode == 0, train.stdout + train.stderr

@@ -33,18 +33,25 @@ class ParallelRun(QObject):
     def start(self, path, out_dir, *, prove: bool, allow_unverified: bool, owners: int | None = None) -> None:
         self.stopping.clear()
 
+        def tell(signal, value) -> None:
+            try:
+                signal.emit(value)
+            except RuntimeError:                       # the tab was closed meanwhile: no one left to tell
+                self.stopping.set()
+
         def work():
             try:
                 r = data_parallel.train(path, owners=owners, steps=self.steps, out_dir=out_dir, prove=prove,
-                                        allow_unverified=allow_unverified, on_step=self.step.emit,
-                                        on_epoch=self.epoch.emit, on_note=self.note.emit, stop=self.stopping)
+                                        allow_unverified=allow_unverified, on_step=lambda rec: tell(self.step, rec),
+                                        on_epoch=lambda ep: tell(self.epoch, ep),
+                                        on_note=lambda note: tell(self.note, note), stop=self.stopping)
             except StudioError as e:
-                self.failed.emit(e)
+                tell(self.failed, e)
                 return
             except Exception as e:                     # noqa: BLE001 (a crash on the run's thread: said, not raised)
-                self.failed.emit(StudioError(f"training stopped: {type(e).__name__}: {e}"))
+                tell(self.failed, StudioError(f"training stopped: {type(e).__name__}: {e}"))
                 return
-            self.done.emit(r)
+            tell(self.done, r)
 
         self.thread = threading.Thread(target=work, name="data-parallel training", daemon=True)
         self.thread.start()
