@@ -16,9 +16,12 @@ MEDIAN = EXAMPLES / "windowed_median"
 
 def pytest_configure(config):
     """The suite never runs on wgpu's OpenGL backend: its compute results are wrong. Every run
-    reports its time against the budget in pyproject.toml (tests/suite_budget.py)."""
+    reports its time against the budget in pyproject.toml (tests/suite_budget.py), and runs the
+    longest files first (tests/suite_order.py)."""
     from suite_budget import SuiteClock
+    from suite_order import LongestFirst
     config.pluginmanager.register(SuiteClock(config), "scellis_suite_budget")
+    config.pluginmanager.register(LongestFirst(config), "scellis_suite_order")     # tests/suite_order.py
     config.addinivalue_line("markers", "lifetime_warnings_expected: a Studio test that provokes Qt's "
                                        "object-lifetime warnings on purpose (the check's own control)")
     if os.environ.get("SCELLIS_ALLOW_OPENGL"):

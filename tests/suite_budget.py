@@ -26,6 +26,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 RECORD_ENV = "SCELLIS_SUITE_RECORD"
+SECONDS_ENV = "SCELLIS_FILE_SECONDS"      # where a lane merges its per-file seconds (tests/suite_order.py)
 DEFAULTS = {"whole_s": 1500.0, "fast_s": 180.0, "test_s": 60.0}
 
 
@@ -98,6 +99,8 @@ class SuiteClock:
         write = terminalreporter.write_line
         record = os.environ.get(RECORD_ENV)
         parts = _append(Path(record), fig) if record else [fig]
+        if os.environ.get(SECONDS_ENV) and fig["lane"] in ("fast", "slow"):
+            keep_seconds(Path(os.environ[SECONDS_ENV]), fig["lane"], fig["files"])
         for line in report_lines(parts, budget()):
             write(line, red=line.startswith("!!"), bold=line.startswith(("suite budget", "!!")))
 
@@ -113,6 +116,18 @@ def _append(record: Path, fig: dict) -> list[dict]:
     tmp.write_text(json.dumps(parts), encoding="utf-8")
     os.replace(tmp, record)
     return parts
+
+
+def keep_seconds(path: Path, lane: str, files: dict[str, float]) -> None:
+    """Replaces ``lane``'s per-file seconds in the record tests/suite_order.py reads."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        data = {}
+    data[lane] = {f: round(s, 1) for f, s in sorted(files.items())}
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
 
 
 def report_lines(parts: list[dict], limits: dict[str, float]) -> list[str]:

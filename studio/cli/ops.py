@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import sys
 
-import numpy as np
 
 from ..engine.arrays import array_header, check_writable, load_input, save_array
 from ..engine.contract.catalog import origin
@@ -78,22 +77,18 @@ def cmd_run(args) -> int:
     from ..engine.services.proof_budget import RUN_BASE_S, run_budget_s
     with worker(args.timeout or RUN_BASE_S) as w:   # inputs judged against the signature and the device first
         profile = w.call(Kind.PROFILE)
-        inputs = {name: load_input(path, sig.input(name), limits=profile.get("limits"), budget=args.budget)
+        inputs = {name: load_input(path, sig.input(name), limits=profile.limits, budget=args.budget)
                   for name, path in files.items()}
-        if not args.require_receipt:
-            _warn_unproven(pkg, profile["id"])
         budget = args.timeout or run_budget_s(sig, inputs, given)    # the default scales with the size
-        outs = w.call(Kind.RUN, target=str(pkg.root), inputs=inputs, params=given, budget_bytes=args.budget,
-                      require_receipt=args.require_receipt, budget_s=budget, on_note=_say_proof)
-    from .tune import say_tuning
-    say_tuning(pkg, profile["id"], given)     # which tunable values ran
+        rep = w.call(Kind.RUN, target=str(pkg.root), inputs=inputs, params=given, budget_bytes=args.budget,
+                     require_receipt=args.require_receipt, budget_s=budget)
+    for line in rep.notes():                  # the receipt relied on (or the warning), the tuned values: the report's
+        print(line, file=sys.stderr)
     for name, path in targets.items():
-        save_array(path, outs[name])
-        print(f"wrote {path}  ({name}: {outs[name].shape} {outs[name].dtype})")
-    if not targets:
-        for name, a in outs.items():
-            print(f"{name}: shape {a.shape} {a.dtype}  {np.array2string(a.reshape(-1)[:8], precision=6)}"
-                  + (" ..." if a.size > 8 else ""))
+        save_array(path, rep.outputs[name])
+        print(f"wrote {path}  ({name}: {rep.outputs[name].shape} {rep.outputs[name].dtype})")
+    for line in [] if targets else rep.output_lines():
+        print(line)
     return EXIT_OK
 
 
@@ -113,35 +108,13 @@ def _named(pkg, given: list[str], specs, what: str) -> dict[str, str]:
     return named
 
 
-def _say_proof(note: dict) -> None:
-    """With --require-receipt: the receipt the run relies on (or the conformance that ran first), on stderr."""
-    if note.get("kind") == "proof":
-        print(str(note.get("text")), file=sys.stderr)
-
-
-def _warn_unproven(pkg, profile_id: str) -> None:
-    """Without --require-receipt a run is not gated on a receipt; an unproven kernel earns a warning."""
-    from ..engine.services.standing import receipt_status
-    status = receipt_status(pkg, profile_id)
-    if status != "valid":
-        print(f"warning: {pkg.id} has no valid conformance receipt on this GPU profile ({status}); "
-              f"running anyway — `scellis conform {pkg.id}` proves it", file=sys.stderr)
-
-
 def cmd_demo(args) -> int:
     from ..engine.services.requests import Kind
     check_writable(args.out)
     with worker(args.timeout) as w:
         r = w.call(Kind.DEMO, n=args.n, w=args.w, seed=args.seed)
-    x, y, wid = r["x"], r["y"], r["w"]
-    for line in r["proofs"]:
-        print(line)
-    print(f"gpu   {r['profile']['summary']} ({r['profile']['id']})")
-    for op, h in r["ops"]:
-        print(f"op    {op}  hash {h[:16]}")
-    spikes = int(np.sum(np.abs(x[wid // 2: len(x) - wid // 2] - y) > 2.0))
-    print(f"ran   n = {len(x)}, w = {wid}: source {r['seconds'][0] * 1e3:.0f} ms, median {r['seconds'][1] * 1e3:.0f} ms")
-    print(f"saw   {spikes} samples where the median departs from the input by > 2 (the removed spikes)")
+    print("\n".join(r.lines()))
+    x, y, wid = r.x, r.y, r.w
     from ..figures import export_plot, signal_plot
     shown = slice(0, min(len(y), 4000))
     plot = signal_plot([("input (spiky)", x[wid // 2:][shown], "#9aa5b1"), (f"windowed median, w = {wid}", y[shown], "#d1495b")],

@@ -6,35 +6,16 @@ from __future__ import annotations
 import json
 import sys
 
-from ..engine.errors import StudioError
 from .args import EXIT_FAILED, EXIT_OK, add_timeout, finite, params, seconds
-from .session import context, ops_path, worker
+from .session import ops_path, worker
 
 
 def cmd_check(args) -> int:
     from ..engine.services.requests import Kind
     with worker(args.timeout) as w:           # kernels compile in the worker: a compiler crash is its;
         rep = w.call(Kind.CHECK, target=args.target, ops_path=ops_path(args))   # the op looked up there, once
-    if args.json:
-        print(json.dumps(rep, indent=2))
-        return EXIT_OK if rep["ok"] else EXIT_FAILED
-    print(f"check  {rep['op']}  ({rep['hash'][:16]})")
-    for s in rep["passed"]:
-        print(f"  ok    {s}")
-    for e in rep["errors"]:
-        print("  FAIL  " + StudioError.from_dict(e).format().replace("\n", "\n        "))
-    for w in rep.get("warnings", []):
-        print("  warn  " + StudioError.from_dict(w).format().replace("\n", "\n        "))
-    print("verdict: " + ("pass" if rep["ok"] else f"FAIL ({len(rep['errors'])} error(s))"))
-    return EXIT_OK if rep["ok"] else EXIT_FAILED
-
-
-def _older_receipts(pkg) -> None:
-    """One line when an older version left receipts in the package folder (they are ignored)."""
-    from ..engine.services.standing import older_receipts_note
-    note = older_receipts_note(pkg)
-    if note:
-        print(note, file=sys.stderr)
+    print(json.dumps(rep.to_json(), indent=2) if args.json else "\n".join(rep.lines()))
+    return EXIT_OK if rep.ok else EXIT_FAILED
 
 
 def _first_failure(note: dict) -> None:
@@ -60,39 +41,27 @@ def cmd_conform(args) -> int:
                 out = w.call(Kind.CONFORM, budget_s=args.timeout,
                              progress=lambda done, total: bar.update(task, completed=done, total=total),
                              on_note=_first_failure, **request)
-    if out.get("older_receipts"):
-        print(out["older_receipts"], file=sys.stderr)
-    if args.json:
-        print(json.dumps({k: v for k, v in out.items() if k not in ("lines", "older_receipts", "receipt_doc")},
-                         indent=2))
-    else:
-        print("\n".join(out["lines"]))
-        if "receipt" in out:
-            print(f"  receipt   : {out['receipt']}")
-    return EXIT_OK if out["verdict"] == "pass" else EXIT_FAILED
+    if out.older_receipts:
+        print(out.older_receipts, file=sys.stderr)
+    print(json.dumps(out.to_json(), indent=2) if args.json else "\n".join(out.text()))
+    return EXIT_OK if out.ok else EXIT_FAILED
 
 
 def cmd_receipts(args) -> int:
+    """One ``receipts`` request: the op is looked up once, in the worker (with --ops-path)."""
     from ..engine.services.requests import Kind
-    from ..engine.services.standing import why_unreadable
-    pkg = context(args).catalog.resolve(args.target)
-    _older_receipts(pkg)
     with worker(args.timeout) as w:
-        found = w.call(Kind.RECEIPTS, target=str(pkg.root))
-    if not found:
-        print(f"{pkg.id}: no receipts (run `scellis conform {pkg.id}`)")
-        return EXIT_FAILED
-    for r in found:
-        problems = r["problems"] or (why_unreadable(r["path"]) if r["status"] == "malformed" else [])
-        print(f"{r['status']:9s} {r['path']}" + "".join(f"\n          - {p}" for p in problems)
-              + "".join(f"\n          {c}" for c in r.get("coverage", [])))
-    return EXIT_OK if any(r["status"] == "valid" for r in found) else EXIT_FAILED
+        rep = w.call(Kind.RECEIPTS, target=args.target, ops_path=ops_path(args))
+    if rep.older:                             # an older version left receipts in the package folder (ignored)
+        print(rep.older, file=sys.stderr)
+    print("\n".join(rep.lines()))
+    return EXIT_OK if rep.ok else EXIT_FAILED
 
 
 def cmd_profile(args) -> int:
     from ..engine.services.requests import Kind
     with worker(args.timeout) as w:
-        print(json.dumps(w.call(Kind.PROFILE), indent=2))
+        print(json.dumps(w.call(Kind.PROFILE).to_json(), indent=2))
     return EXIT_OK
 
 
@@ -102,13 +71,8 @@ def cmd_gradcheck(args) -> int:
     with worker(args.timeout) as w:           # the op looked up once, in the worker (with --ops-path)
         out = w.call(Kind.GRADCHECK, target=args.target, ops_path=ops_path(args), params=params(args.param),
                      h=args.h, seed=args.seed, tolerance=args.tolerance, receipt=not args.no_receipt)
-    if args.json:
-        print(json.dumps(out, indent=2))
-    else:
-        print("\n".join(out["lines"]))
-        if "receipt" in out:
-            print(f"  receipt  : {out['receipt']}")
-    return int(out["exit_code"])
+    print(json.dumps(out.to_json(), indent=2) if args.json else "\n".join(out.text()))
+    return int(out.exit_code)
 
 
 def add_commands(sub) -> None:

@@ -18,7 +18,7 @@ def _target(args, target: str) -> str:
     return str(context(args).catalog.resolve(target).root)
 
 
-def _call(args, kind: str, **kw):
+def _call(args, kind, **kw):
     with worker(args.timeout) as w:
         return w.call(kind, budget_s=args.timeout, ops_path=ops_path(args), **kw)
 
@@ -26,28 +26,30 @@ def _call(args, kind: str, **kw):
 # ------------------------------------------------------------------ commands
 def cmd_publish(args) -> int:
     from ..engine.services import publishing
+    from ..engine.services.requests import Kind
     target = _target(args, args.path)
     if args.ring:
         publishing.rings(context(args)).open(args.ring)       # an unknown ring is refused before anything
         if args.visibility == "private":
             raise StudioError("a ring holds only workspace or public packages", field="--visibility",
                               hint=f"scellis publish {args.path} --visibility workspace --ring {args.ring}")
-    out = _call(args, "publish", target=target, visibility=args.visibility, license=args.license)
-    lines = list(out["lines"])
+    out = _call(args, Kind.PUBLISH, target=target, visibility=args.visibility, license=args.license)
+    lines = list(out.lines)
     if args.ring:
         ctx = context(args)
         from ..engine.contract.package import load_package
-        lines += publishing.publish_to_ring(ctx, load_package(out["path"]), args.ring)["lines"]
+        lines += publishing.publish_to_ring(ctx, load_package(out.path), args.ring)["lines"]
     print("\n".join(lines))
     return EXIT_OK
 
 
 def cmd_card(args) -> int:
-    card = _call(args, "card", target=_target(args, args.target))
+    from ..engine.services.requests import Kind
+    card = _call(args, Kind.CARD, target=_target(args, args.target))
     if args.json:
-        print(json.dumps({k: v for k, v in card.items() if k not in ("text", "html")}, indent=2))
+        print(json.dumps(card.facts, indent=2))
     else:
-        print(card["html"] if args.html else card["text"])
+        print(card.show(as_html=args.html))
     return EXIT_OK
 
 
@@ -92,9 +94,9 @@ def cmd_ring_fetch(args) -> int:
 
 
 def cmd_ring_verify(args) -> int:
-    out = _call(args, "verify_here", target=_target(args, args.target))
-    print("\n".join(out["lines"]))
-    print(f"  trust: {out['card']['trust']['level']} ({out['card']['trust']['why']})")
+    from ..engine.services.requests import Kind
+    out = _call(args, Kind.VERIFY_HERE, target=_target(args, args.target))
+    print("\n".join(out.text_lines()))
     return EXIT_OK
 
 

@@ -20,17 +20,16 @@ def cmd_report(args) -> int:
     if args.check:
         with worker(args.timeout) as w:
             r = w.call(Kind.REPORT_CHECK, path=str(Path(args.check).absolute()))
-        print("\n".join(r["lines"]))
-        print("verdict: " + ("the report holds here" if r["ok"] else "FAIL"))
-        return EXIT_OK if r["ok"] else EXIT_FAILED
+        print("\n".join(r.text_lines()))
+        return EXIT_OK if r.ok else EXIT_FAILED
     if not args.target or not args.out:
         raise StudioError("name an op and the file to write", field="OP", hint="scellis report OP -o op.html "
                           "(or scellis report --check op.html)")
     out = check_writable(args.out)
     with worker(args.timeout) as w:
         r = w.call(Kind.REPORT, target=args.target)
-    write_bytes(out, r["html"].encode())
-    print(f"wrote {out}  (proof report of {r['op']})")
+    write_bytes(out, r.html.encode())
+    print(r.wrote(out))
     return EXIT_OK
 
 

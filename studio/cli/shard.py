@@ -24,10 +24,10 @@ def cmd_shard_report(args) -> int:
         r = w.call(Kind.SHARD_REPORT, path=str(path.resolve()), replicas=args.replicas,
                         allow_unverified=args.allow_unverified, prove=args.prove, steps=args.steps, ops_path=ops_path(args))
     if args.json:
-        print(json.dumps({k: v for k, v in r.items() if k != "lines"}, indent=2))
+        print(json.dumps(r.to_json(), indent=2))
     else:
-        print("\n".join(r["lines"]))
-    return EXIT_OK if r["ok"] else EXIT_FAILED
+        print("\n".join(r.lines))
+    return EXIT_OK if r.ok else EXIT_FAILED
 
 
 def add_commands(sub) -> None:

@@ -21,20 +21,8 @@ def cmd_tune(args) -> int:
     with worker(args.timeout) as w:
         r = w.call(Kind.TUNE, target=args.op, params=params(args.param), sizes=args.size or None, repeats=args.repeats,
                         seed=args.seed, only=candidates(args.only or []) or None, record=not args.no_record)
-    if args.json:
-        print(json.dumps({k: v for k, v in r.items() if k != "lines"}, indent=2))
-    else:
-        print("\n".join(r["lines"]))
-    return EXIT_OK if r["winner"] is not None else EXIT_FAILED
-
-
-def say_tuning(pkg, profile_id: str, params: dict) -> None:
-    """After `scellis run`: which values of the op's tunable overrides ran, and whether tuned and proven."""
-    import sys
-
-    from ..engine.services.tuning import run_tuning_line
-    if (line := run_tuning_line(pkg, profile_id, params)) is not None:
-        print(line, file=sys.stderr)
+    print(json.dumps(r.to_json(), indent=2) if args.json else "\n".join(r.lines()))
+    return EXIT_OK if r.winner is not None else EXIT_FAILED
 
 
 def add_commands(sub) -> None:

@@ -18,7 +18,7 @@ def story_workflow() -> Path:
     return story()
 
 
-def _call(args, kind: str, what: str, **kw):
+def _call(args, kind, what: str, **kw):
     """One request to the device worker (the workflow use cases' kinds), a progress bar on a terminal."""
     with worker(args.timeout) as w:
         return with_progress(w, kind, what, quiet=getattr(args, "json", False), ops_path=ops_path(args), **kw)
@@ -41,40 +41,39 @@ def _draw(plot: dict) -> None:
 
 # ------------------------------------------------------------------ commands
 def cmd_workflow_run(args) -> int:
+    from ..engine.services.requests import Kind
     path = Path(args.file) if args.file else story_workflow()
     if args.plot:
         from ..engine.arrays import check_writable
         check_writable(args.plot)
     out, why = _output_folder(path, args)
-    r = _call(args, "workflow_run", f"workflow {path.name}", path=str(path.resolve()),
+    r = _call(args, Kind.WORKFLOW_RUN, f"workflow {path.name}", path=str(path.resolve()),
               out_dir=str(out), record=absolute(args.record),
               plot=str(Path(args.plot).resolve()) if args.plot else None, allow_unverified=args.allow_unverified,
               prove=args.prove, until=args.until)
-    for plot in r["plots"]:
+    for plot in r.plots:
         _draw(plot)
     if args.json:
-        print(json.dumps({k: r[k] for k in ("workflow", "status", "record_path", "report", "written", "lines")}
-                         | {"plots": [p["file"] for p in r["plots"]], "out_dir": str(out)}, indent=2))
+        print(json.dumps(r.to_json(out), indent=2))
         return EXIT_OK
     print(f"outputs   {out}: {why}")
-    for line in r["proofs"] + r["lines"] + r["report_lines"]:
+    for line in r.text_lines() + ([r.in_all()] if r.in_all() else []):
         print(line)
-    wall = r.get("wall_seconds") or {}
-    if wall.get("proving"):                 # the run's own time above leaves the proving out: say it
-        print(f"in all    {wall['total']:.1f} s: proving missing receipts {wall['proving']:.1f} s, "
-              f"the run {wall['steps']:.2f} s")
-    for f in r["written"] + [p["file"] for p in r["plots"]] + [r["record_path"]]:
+    for f in r.files():
         print(f"wrote     {f}")
     return EXIT_OK
 
 
 def cmd_workflow_verify(args) -> int:
-    r = _call(args, "workflow_verify", f"verify {Path(args.record).name}", record=str(Path(args.record).resolve()))
+    import msgspec
+
+    from ..engine.services.requests import Kind
+    r = _call(args, Kind.WORKFLOW_VERIFY, f"verify {Path(args.record).name}", record=str(Path(args.record).resolve()))
     if args.json:
-        print(json.dumps(r, indent=2))
+        print(json.dumps(msgspec.to_builtins(r), indent=2))
     else:
-        print("\n".join(r["lines"]))
-    return EXIT_OK if r["ok"] else EXIT_FAILED
+        print("\n".join(r.lines))
+    return EXIT_OK if r.ok else EXIT_FAILED
 
 
 def cmd_workflow_show(args) -> int:
@@ -98,9 +97,10 @@ def cmd_train(args) -> int:
     if args.plot:
         from ..engine.arrays import check_writable
         check_writable(args.plot)
+    from ..engine.services.requests import Kind
     swaps = dict(step_op(s, "--swap") for s in args.swap or [])
     compare = dict([step_op(args.compare, "--compare")]) if args.compare else None
-    r = _call(args, "train", f"train {path.name}", path=str(path.resolve()), steps=args.steps,
+    r = _call(args, Kind.TRAIN, f"train {path.name}", path=str(path.resolve()), steps=args.steps,
               optimizer=args.optimizer, learning_rate=args.lr, swaps=swaps, prove=args.prove,
               allow_unverified=args.allow_unverified, resume=absolute(args.resume),
               receipts=str(Path(args.gradcheck_receipts).resolve()) if args.gradcheck_receipts else None,
@@ -108,39 +108,14 @@ def cmd_train(args) -> int:
               compare=compare)
     if args.plot:
         from ..figures import export_plot, signal_plot
-        w = signal_plot([(f"loss ({r['optimizer']})", r["losses"], "#d1495b", 1)],
-                        f"{r['workflow']}: MSE against the clean signal, {len(r['losses'])} steps",
+        w = signal_plot([(f"loss ({r.optimizer})", r.losses, "#d1495b", 1)],
+                        f"{r.workflow}: MSE against the clean signal, {len(r.losses)} steps",
                         x_label="step", y_label="loss (log scale)", log_y=True, width=900, height=450)
         export_plot(w, args.plot)
     if args.json:
-        print(json.dumps({k: v for k, v in r.items() if k != "params"} | {"params": {k: v.tolist() for k, v in
-                                                                                r["params"].items()}}, indent=2))
+        print(json.dumps(r.to_json(), indent=2))
         return EXIT_OK
-    for line in r["lines"]:
-        print(line)
-    print("ladder")
-    for line in r["ladder"]:
-        print(f"  {line}")
-    for m in r["memory"]:
-        if m["rung"] == "composite":
-            print("\n".join(f"  {ln}" for ln in m["lines"]))
-    losses = r["losses"]
-    every = max(1, len(losses) // 10)
-    for k in range(0, len(losses), every):
-        print(f"step {k + 1:5d}  loss {losses[k]:.6g}")
-    print(f"final      loss {r['final_loss']:.6g}: fell {r['fall']:.1f}x from {losses[0]:.6g} in {len(losses)} steps "
-          f"({r['seconds']:.1f} s)")
-    print("params     " + "; ".join(f"{k} = {[round(float(v), 4) for v in a.reshape(-1)]}" for k, a in r["params"].items()))
-    if r["comparison"]:
-        c = r["comparison"]
-        ops = " vs ".join(x["op"] for x in c["rungs"])
-        print(f"compare    {ops}: gradients {'bit for bit equal' if c['bitwise_equal'] else 'differ'} "
-              f"(max |difference| {max(c['max_abs_difference'].values()):.3g}); memory {c['memory_ratio_bytes']:.2f}x in "
-              f"all, {c['memory_ratio_allocated']:.2f}x allocated beyond the inputs")
-        for rung in c["rungs"]:
-            if rung["memory"]:
-                print("\n".join(f"  {ln}" for ln in rung["memory"]["lines"]))
-    print(f"wrote      {r['checkpoint']}\nwrote      {r['record_path']}" + (f"\nwrote      {args.plot}" if args.plot else ""))
+    print("\n".join(r.text_lines() + ([f"wrote      {args.plot}"] if args.plot else [])))
     return EXIT_OK
 
 

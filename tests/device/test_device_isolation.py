@@ -206,13 +206,13 @@ def test_the_story_ops_conformance_pays_one_clear_per_kernel_family(ctx, pkg_cop
     t0 = time.perf_counter()
     out = actions.conform(ctx, pkg, receipt=False)
     seconds, clears = time.perf_counter() - t0, dev.workgroup_clears - n0
-    assert out["verdict"] == "pass"
+    assert out.verdict == "pass"
     # forward, then backward: two owners until grad/vjp.py gives its programs the package's owner
     assert clears in ((1, 2) if on else (0,))
     t0 = time.perf_counter()
     for _ in range(20):
         dev.clear_workgroup_memory()
     per_clear = (time.perf_counter() - t0) / 20
-    print(f"\nconformance of the story op ({out['passed']} cases) in {seconds:.2f} s, {clears} clear(s) of "
+    print(f"\nconformance of the story op ({out.passed} cases) in {seconds:.2f} s, {clears} clear(s) of "
           f"{per_clear * 1e3:.2f} ms each ({dev.executors} executor threads): "
           f"{100 * clears * per_clear / seconds:.2f} % of the run")

@@ -159,7 +159,7 @@ def test_gradcheck_sees_the_op_as_a_function_of_its_inputs(ctx, tmp_path):
     from studio.engine.services.actions import gradcheck
     pkg = load_package(axpy_package(tmp_path / "axpy"))
     out = gradcheck(ctx, pkg, receipt=False)
-    assert out["verdict"] == "pass", out
+    assert out.verdict == "pass", out
 
 
 def test_a_workflow_treats_it_as_input_to_output_and_keeps_the_input(ctx, tmp_path):

@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import msgspec
 import numpy as np
 import pytest
 from conftest import BUILTINS, EXAMPLES, copy_package
@@ -293,10 +294,11 @@ def test_a_workflow_step_runs_the_tuned_value_and_its_record_says_so(tuned_op, t
 @pytest.mark.slow
 def test_the_tune_panel_plots_every_candidate_and_marks_the_failing_one(qtbot, tuned_op):
     from studio.app.panels.tune import FAILED, WINNER, TunePanel
+    from studio.engine.services.tuning import TuneReport
     _, _, out = tuned_op
     panel = TunePanel()
     qtbot.addWidget(panel)
-    panel.show_result(out)
+    panel.show_result(msgspec.convert(out, TuneReport))         # `scellis tune --json`, read back as the report
     bars = {b["label"]: b for b in panel.bars}
     assert set(bars) == {"RUN=1", "RUN=2", "RUN=8 (fails)"}
     assert bars["RUN=8 (fails)"]["failed"] and bars["RUN=8 (fails)"]["colour"] == FAILED

@@ -50,12 +50,12 @@ def _shm_names() -> set[str]:
 @pytest.mark.slow
 def test_a_never_ending_kernel_is_killed_at_its_budget_and_the_next_run_works(client):
     # control 1: with the exit condition true, the same kernel finishes and writes nothing
-    assert client.call("run", target=str(SPIN), inputs=FREE, params={"k": 64})["y"].tolist() == [0, 0, 0, 0]
+    assert client.call("run", target=str(SPIN), inputs=FREE, params={"k": 64}).outputs["y"].tolist() == [0, 0, 0, 0]
     # control 2: with it false, the loop really runs (it is not compiled away): lavapipe's own
     # hang guard stops each invocation after 65,535 passes, leaving the LCG state in y; a GPU
     # without such a guard never returns, which the budget turns into a WorkerTimeout
     try:
-        y = client.call("run", target=str(SPIN), inputs=STUCK, params={"k": 64}, budget_s=3.0)["y"]
+        y = client.call("run", target=str(SPIN), inputs=STUCK, params={"k": 64}, budget_s=3.0).outputs["y"]
         assert np.all(y != 0)
     except WorkerTimeout:
         pass
@@ -75,7 +75,7 @@ def test_a_never_ending_kernel_is_killed_at_its_budget_and_the_next_run_works(cl
         os.kill(old_pid, 0)                      # the child that ran the kernel is gone
     # the next run works, in a fresh worker, without anyone restarting anything
     x = np.random.default_rng(3).standard_normal(5000).astype(np.float32)
-    y = client.call("run", target="user/demo/windowed_median@1", inputs={"x": x}, params={"w": 7})["y"]
+    y = client.call("run", target="user/demo/windowed_median@1", inputs={"x": x}, params={"w": 7}).outputs["y"]
     np.testing.assert_array_equal(y, median_ref(x, 7))
     assert client.pid not in (None, old_pid)
     print(f"\nkill: budget 2.0 s, error after {elapsed:.3f} s, SIGKILL to reaped {client.last_kill['kill_s'] * 1e3:.1f} ms")
@@ -109,7 +109,7 @@ def test_large_arrays_travel_through_shared_memory_and_nothing_leaks(client):
     assert isinstance(packed["inputs"]["tiny"], np.ndarray)        # small: pickled
     np.testing.assert_array_equal(transport.unpack(packed, unlink=True)["inputs"]["x"], x)
     before = _shm_names()
-    y = client.call("run", target="user/demo/windowed_median@1", inputs={"x": x}, params={"w": 5})["y"]
+    y = client.call("run", target="user/demo/windowed_median@1", inputs={"x": x}, params={"w": 5}).outputs["y"]
     np.testing.assert_array_equal(y, median_ref(x, 5))
     assert _shm_names() == before
 
@@ -134,7 +134,7 @@ def test_cancel_kills_the_request_and_the_worker_comes_back(client):
     with pytest.raises(WorkerCancelled):
         fut.result(timeout=10)
     assert time.monotonic() - t0 < 2.0
-    assert client.call("run", target=str(FILL), params={"n": 3, "v": 1.5})["y"].tolist() == [1.5] * 3
+    assert client.call("run", target=str(FILL), params={"n": 3, "v": 1.5}).outputs["y"].tolist() == [1.5] * 3
 
 
 @pytest.mark.slow
@@ -142,8 +142,8 @@ def test_conformance_in_the_worker_forwards_progress_and_writes_the_receipt(clie
     root = pkg_copy()
     seen = []
     out = client.call("conform", target=str(root), progress=lambda done, total: seen.append((done, total)))
-    assert out["verdict"] == "pass" and Path(out["receipt"]).is_file()
-    assert seen and seen[-1][0] == seen[-1][1] == out["passed"]
+    assert out.verdict == "pass" and Path(out.receipt).is_file()
+    assert seen and seen[-1][0] == seen[-1][1] == out.passed
     assert [d for d, _ in seen] == sorted(d for d, _ in seen)
 
 

@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from studio.engine.services.actions import RunReport
 from studio.engine.services.requests import Entry, Kind, RunArgs, serve
 from studio.engine.worker.child import EXIT_EXPIRED, GRACE_S, Lifeline, child_main
 from studio.engine.worker.client import WorkerClient, WorkerTimeout
@@ -213,7 +214,7 @@ def progress_then_run(req, **kwargs):
     return serve(req, Kind.RUN, kwargs)
 
 
-PROGRESS_THEN_RUN = Entry("progress_then_run", RunArgs, progress_then_run, dict, takes="req")
+PROGRESS_THEN_RUN = Entry("progress_then_run", RunArgs, progress_then_run, RunReport, takes="req")
 
 
 @pytest.mark.slow

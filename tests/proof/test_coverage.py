@@ -55,12 +55,12 @@ def test_a_run_outside_the_coverage_is_named():
 def test_the_receipt_records_coverage_and_the_mutation_score(ctx, tmp_path):
     root = copy_package(MEDIAN, tmp_path / "m")
     out = actions.conform(ctx, load_package(root))
-    assert out["verdict"] == "pass" and out["receipt"], out["lines"]
-    r = receipts.read_receipt(Path(out["receipt"]))
+    assert out.verdict == "pass" and out.receipt, out.lines
+    r = receipts.read_receipt(Path(out.receipt))
     assert r["coverage"]["largest"] >= 4_194_241 and r["coverage"]["fold"] == {"forward": True, "backward": True}
     assert r["coverage"]["bands"]["x"]["binades"][0] == -149
     assert r["mutation"]["total"] == 8 and r["mutation"]["killed"] == 8
-    shown = actions.verify_receipts(ctx, load_package(root))[0]["coverage"]
+    shown = actions.verify_receipts(ctx, load_package(root)).found[0].coverage
     assert any("up to 4,194,305" in s for s in shown) and any("mutants: 8 of 8" in s for s in shown)
     from studio.engine.services import publishing
     card = publishing.card(ctx, load_package(root), profile_id=ctx.device.profile.id)["text"]
@@ -75,8 +75,8 @@ def test_a_run_past_the_receipts_fold_proves_first_and_is_refused(ctx, tmp_path)
     root = copy_package(OPS / "axpy", tmp_path / "axpy")
     pkg = load_package(root)
     out = actions.conform(ctx, pkg, mutants=0)
-    assert out["verdict"] == "pass", out["lines"]
-    r = receipts.read_receipt(Path(out["receipt"]))
+    assert out.verdict == "pass", out.lines
+    r = receipts.read_receipt(Path(out.receipt))
     assert r["coverage"]["fold"]["forward"] is False
     assert any("forward 2-D launch fold" in m["what"] for m in r["coverage"]["not_reached"])
     n = 65535 * 256 + 300

@@ -101,10 +101,11 @@ def test_a_failed_receipt_refuses_every_run_and_names_its_case(ctx, tmp_path):
     draft = load_package(copy_package(EXAMPLES / "windowed_median_first_draft", tmp_path / "d",
                                       {"op.toml": SMALL}))
     out = actions.conform(ctx, draft, mutants=0)
-    assert out["verdict"] == "fail" and "receipt" not in out and "fails_when" not in out
-    first = next(ln for ln in out["lines"] if "first failure" in ln)
+    assert out.verdict == "fail" and out.receipt is None and out.fails_when is None
+    assert "receipt" not in out.to_json() and "fails_when" not in out.to_json()
+    first = next(ln for ln in out.lines if "first failure" in ln)
     assert "minimum (n = w)" in first and "failures only where" not in first, first
-    assert any("receipt   : failed, recorded in" in ln for ln in out["lines"]), out["lines"]
+    assert any("receipt   : failed, recorded in" in ln for ln in out.lines), out.lines
     (path, v), = receipts.judge_receipts(draft, ctx.device.profile.id, ctx.seal)
     assert v.status == "failed"
     f = v.receipt["failure"]                       # the receipt records the failing case
@@ -136,8 +137,8 @@ def test_a_run_at_a_parameter_value_never_run_proves_there_first(ctx, tmp_path):
     there proves at its own size and k first, fails, is refused, and records the failure."""
     bad = load_package(shift_package(tmp_path / "bad", wrong_at=ODD_K))
     out = actions.conform(ctx, bad, mutants=0)
-    assert out["verdict"] == "pass", out["lines"]
-    cov = receipts.read_receipt(Path(out["receipt"]))["coverage"]
+    assert out.verdict == "pass", out.lines
+    cov = receipts.read_receipt(Path(out.receipt))["coverage"]
     assert ODD_K not in cov["params"]["k"] and 0 in cov["params"]["k"]
     x = signal(100)
     seen = []
@@ -156,11 +157,11 @@ def test_a_correct_kernel_proves_at_the_runs_value_and_covers_it_after(ctx, tmp_
     profile, coverage), or the conformance that ran first at the run's own value."""
     good = load_package(shift_package(tmp_path / "good"))
     out = actions.conform(ctx, good, mutants=0)
-    assert out["verdict"] == "pass", out["lines"]
+    assert out.verdict == "pass", out.lines
     x, seen = signal(100), []
     assert np.array_equal(actions.run(ctx, good, inputs={"x": x}, params={"k": 1}, require_receipt=True,
                                       on_proof=seen.append)["y"], x + np.float32(1))
-    line, path = seen[-1].line(), Path(out["receipt"])
+    line, path = seen[-1].line(), Path(out.receipt)
     sha = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
     assert seen[-1].status == "valid" and f"relies on receipt {path.name} (sha256 {sha})" in line, line
     assert "verdict pass" in line and f"GPU profile {ctx.device.profile.id}" in line and "covers: n up to 600" in line
@@ -202,10 +203,10 @@ def test_the_label_names_the_window_values_that_fail(ctx, tmp_path):
         ("w: u32 odd in [1, 31], w <= n)", "w: u32 odd in [1, 63], w <= n, n <= 600)"),
         (toml[toml.index("[backward]"):], '[backward]\ntext = "nondifferentiable"\n')]}))
     out = actions.conform(ctx, wide, mutants=0)
-    assert out["verdict"] == "fail"
-    assert out["fails_when"] == "w > 31", out["lines"]
-    assert all(f["params"]["w"] > 31 for f in out["failures"])
-    first = next(ln for ln in out["lines"] if "first failure" in ln)
+    assert out.verdict == "fail"
+    assert out.fails_when == "w > 31", out.lines
+    assert all(f["params"]["w"] > 31 for f in out.failures)
+    first = next(ln for ln in out.lines if "first failure" in ln)
     assert "(failures only where w > 31)" in first and "(n = w)" not in first, first
 
 
@@ -260,7 +261,7 @@ series = "s.y"
     assert np.array_equal(np.load(tmp_path / "y.npy"), signal(500) + np.float32(1))
     # a failed receipt is never run past, not even when unverified ops are allowed
     bad = load_package(shift_package(tmp_path / "bad", wrong_at=1))
-    assert actions.conform(ctx, bad, mutants=0)["verdict"] == "fail"
+    assert actions.conform(ctx, bad, mutants=0).verdict == "fail"
     (tmp_path / "w.toml").write_text((tmp_path / "w.toml").read_text().replace(str(pkg.root), str(bad.root)))
     with pytest.raises(StudioError) as e:
         run_workflow(ctx, tmp_path / "w.toml", out_dir=tmp_path, allow_unverified=True)

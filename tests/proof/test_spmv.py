@@ -35,9 +35,9 @@ def test_spmv_passes_conformance_and_earns_a_receipt(ctx, tmp_path):
     root = copy_package(SPMV, tmp_path / "spmv")
     pkg = load_package(root)
     out = actions.conform(ctx, pkg)
-    assert out["verdict"] == "pass" and out["receipt"], out["lines"]
-    assert out["fold"]["folded"]                                    # the many-rows case folds the launch
-    assert [r["status"] for r in actions.verify_receipts(ctx, pkg)] == ["valid"]
+    assert out.verdict == "pass" and out.receipt, out.lines
+    assert out.fold["folded"]                                    # the many-rows case folds the launch
+    assert [r.status for r in actions.verify_receipts(ctx, pkg).found] == ["valid"]
 
 
 @pytest.mark.slow
@@ -143,7 +143,7 @@ def test_the_worker_run_the_studio_calls_refuses_a_bad_index():
     _, inputs = random_csr(np.random.default_rng(6), rows=40, cols=11, density=0.2)
     client = WorkerClient(budget_s=60.0)
     try:
-        y = client.call("run", target="core/sparse/spmv@1", inputs=inputs, params={})["y"]
+        y = client.call("run", target="core/sparse/spmv@1", inputs=inputs, params={}).outputs["y"]
         assert y.shape == (40,)
         inputs["col"][-1] = 11
         with pytest.raises(StudioError) as e:

@@ -271,7 +271,7 @@ def test_the_first_failure_reaches_the_front_end_before_the_result_through_the_w
         done = []
         job.succeeded.connect(lambda rep: done.append((time.perf_counter(), rep)))
         qtbot.waitUntil(lambda: bool(done), timeout=180_000)
-        assert done[0][1]["verdict"] == "fail"
+        assert done[0][1].verdict == "fail"
         assert notes[0][1]["kind"] == "first_failure" and "never written" in notes[0][1]["text"]
         kinds = [d["kind"] for _, d in notes]
         assert kinds.count("first_failure") == 1 and set(kinds) <= {"first_failure", "forward_verdict", "backward_verdict"}
@@ -285,7 +285,7 @@ def test_the_first_failure_reaches_the_front_end_before_the_result_through_the_w
         ok = []
         good.succeeded.connect(ok.append)
         qtbot.waitUntil(lambda: bool(ok), timeout=300_000)
-        assert ok[0]["verdict"] == "pass"                    # negative control: no failure to stream
+        assert ok[0].verdict == "pass"                       # negative control: no failure to stream
         assert [d["verdict"] for d in later if d["kind"] == "forward_verdict"] == ["pass"]
         assert not any(d["kind"] == "first_failure" for d in later)
     finally:

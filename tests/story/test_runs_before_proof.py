@@ -15,7 +15,8 @@ def test_a_run_with_no_receipt_is_not_proven_and_says_why(ctx):
     pkg = load_package(MEDIAN)
     x = np.arange(40, dtype=np.float32)[::-1].copy()
     proof = trial.proof_of_run(ctx, pkg, {"x": x}, {"w": 5})
-    assert proof == {"proven": False, "why": "no conformance receipt for this content on this GPU profile"}
+    assert proof == trial.RunProof(proven=False, why="no conformance receipt for this content on this GPU profile")
+    assert proof.title() == "not proven: no conformance receipt for this content on this GPU profile"
     assert trial.vouched_kinds(pkg, ctx.device.profile.id, ctx.seal) == set()
 
 
@@ -24,8 +25,8 @@ def test_the_reference_runs_alone_and_is_never_called_proven(ctx):
     x = np.random.default_rng(4).normal(size=33).astype(np.float32)
     out = trial.run_reference(ctx, pkg, inputs={"x": x}, params={"w": 5})
     want = np.array([np.median(x[i:i + 5]) for i in range(33 - 5 + 1)], np.float32)
-    assert np.array_equal(out["outputs"]["y"], want)
-    assert out["proof"]["proven"] is False and "reference" in out["proof"]["why"]
+    assert isinstance(out, trial.TryReport) and np.array_equal(out.outputs["y"], want)
+    assert out.proof.proven is False and "reference" in out.proof.why
 
 
 def test_the_publish_confirmation_names_what_changed():

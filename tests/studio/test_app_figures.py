@@ -16,6 +16,7 @@ from PySide6.QtCore import QPointF, QRect, QSize
 from PySide6.QtGui import QImage, QPainter
 from PySide6.QtSvg import QSvgGenerator
 
+from studio.engine.services.trial import RunProof
 from studio.figures import export_plot, plotted_series, series_csv, signal_plot
 
 # ----------------------------------------------------------------------------- reading an SVG
@@ -221,7 +222,7 @@ def test_run_plot_exports_png_svg_and_csv_with_a_header_and_every_series(qtbot, 
     p.show()
     x = np.random.default_rng(3).normal(size=500).astype(np.float32)
     y = np.convolve(x, np.ones(7) / 7, mode="valid").astype(np.float32)          # 494 outputs, centred +3
-    p.show_result(x, y, "user/me/box@1", 0.01, proof={"proven": True, "why": "a valid conformance receipt covers this run"})
+    p.show_result(x, y, "user/me/box@1", 0.01, proof=RunProof(proven=True, why="a valid conformance receipt covers this run"))
     qtbot.waitUntil(lambda: p.chip.text() == "done", timeout=5000)
     assert p.export_plot.isEnabled()
     for name in ("run.png", "run.svg", "run.csv"):

@@ -62,6 +62,7 @@ def test_opening_and_closing_tabs_is_quiet(qtbot):
 def test_a_catalog_scan_that_lands_after_its_window_closed_is_dropped(qtbot):
     """The worker's catalog reply arrived after the window (and its catalog's chips) were deleted:
     'Internal C++ object (Chip) already deleted' in a later test. The panel now drops it."""
+    import msgspec
     import shiboken6
 
     from studio.app.tools.catalog_panel import CatalogPanel
@@ -70,7 +71,8 @@ def test_a_catalog_scan_that_lands_after_its_window_closed_is_dropped(qtbot):
     panel = CatalogPanel()
     panel.set_cards(cards, "p")
     shiboken6.delete(panel)
-    panel.set_cards([dict(c, receipt="valid") for c in cards], "p")     # dropped, no RuntimeError
+    valid = msgspec.structs.replace(cards, cards=[msgspec.structs.replace(c, receipt="valid") for c in cards.cards])
+    panel.set_cards(valid, "p")                                  # dropped, no RuntimeError
     panel.scan_failed("late")
     assert not shiboken6.isValid(panel)
 

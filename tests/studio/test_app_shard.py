@@ -36,7 +36,7 @@ def test_a_workflow_report_is_shown_node_by_node(qtbot, ctx, device):
     assert rows["dx"][2] == "exact under sharding" and "3/3 replicas bit for bit" in rows["dx"][4]
     assert rows["dw"][2] == "rounded per replica" and "ulp" in rows["dw"][4] and "rnd = id: 0" in rows["dw"][4]
     # a fresh user folder holds no receipt: every op ran unproven (allowed), and every row says so
-    assert data["unverified"] == ["conv", "conv_s2", "dx", "dx_s2", "dw", "dw_s2"]
+    assert data.unverified == ["conv", "conv_s2", "dx", "dx_s2", "dw", "dw_s2"]
     assert all(r[3] == "unverified op (claim measured: yes)" for r in rows.values()), rows
     assert "every claim verified" not in panel.status.text() and "unverified: 6 op(s)" in panel.status.text()
     assert "dx, dx_s2, dw, dw_s2" in panel.warning.text()

@@ -47,9 +47,9 @@ def test_a_template_is_a_minimal_correct_op_that_passes_its_conformance(ctx, tmp
     assert "median" not in data["summary"].lower()                     # nothing of the median's
     assert mine["forward.wgsl"] != median["forward.wgsl"] and "backward.wgsl" not in mine
     assert "on device(" not in data["backward"]["text"]
-    assert actions.check(ctx, pkg)["ok"], actions.check(ctx, pkg)
+    assert actions.check(ctx, pkg).ok, actions.check(ctx, pkg)
     rep = actions.conform(ctx, pkg, receipt=False)
-    assert rep["verdict"] == "pass" and rep["failed"] == 0 and rep["passed"] > 0, rep.get("lines")
+    assert rep.verdict == "pass" and rep.failed == 0 and rep.passed > 0, rep.lines
 
 
 @pytest.mark.slow
@@ -64,7 +64,7 @@ def test_a_broken_template_fails_its_conformance(ctx, tmp_path, kind):
     (root / "forward.wgsl").write_text(text.replace(old, new))
     ctx.trust.record_authored(folder_hash(root), path=root.resolve())     # edited here: authored here
     rep = actions.conform(ctx, load_package(root), receipt=False)
-    assert rep["verdict"] == "fail" and rep["failed"] > 0
+    assert rep.verdict == "fail" and rep.failed > 0
 
 
 def test_the_dialog_fills_id_author_license_and_visibility(qtbot, tmp_path):
@@ -107,7 +107,7 @@ def test_bad_dialog_values_are_refused_with_their_field(tmp_path):
 def test_a_templates_backward_passes_gradcheck(ctx, tmp_path, kind):
     pkg = load_package(create_from_template(kind, tmp_path, f"g_{kind}", "ana", ctx=ctx))
     rep = actions.gradcheck(ctx, pkg, receipt=False)
-    assert rep["verdict"] == "pass", rep
+    assert rep.verdict == "pass", rep
 
 
 @pytest.mark.slow
@@ -123,8 +123,8 @@ def test_a_route_to_window_offsets_fails_gradcheck(ctx, tmp_path):
     (root / "reference.py").write_text(ref)
     ctx.trust.record_authored(folder_hash(root), path=root.resolve())
     pkg = load_package(root)
-    assert actions.conform(ctx, pkg, receipt=False)["verdict"] == "pass"       # the forward is still right
-    assert actions.gradcheck(ctx, pkg, receipt=False)["verdict"] == "fail"     # the routing is not
+    assert actions.conform(ctx, pkg, receipt=False).verdict == "pass"       # the forward is still right
+    assert actions.gradcheck(ctx, pkg, receipt=False).verdict == "fail"     # the routing is not
 
 
 def test_the_dialog_shows_the_license_the_new_op_gets(qtbot, tmp_path):

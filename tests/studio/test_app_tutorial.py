@@ -512,7 +512,7 @@ def step_9(f: Follow) -> None:
     qtbot.mouseClick(view.run_button, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: view.result is not None or not view.job.active, timeout=55_000)
     assert view.result is not None, view.status.text()
-    steps = {s["name"]: s for s in view.result["record"]["steps"]}
+    steps = {s["name"]: s for s in view.result.record["steps"]}
     assert steps["median"]["op"] == OP_ID and steps["median"]["ref"] == "./windowed_median"      # yours
     assert steps["median"]["package_hash"] == load_package(f.folder / "windowed_median").hash
     med = view.cell("median")

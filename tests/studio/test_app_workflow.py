@@ -61,14 +61,14 @@ def test_run_all_plots_every_step_and_matches_the_cli_hashes(qtbot, window, tmp_
     qtbot.waitUntil(lambda: view.result is not None or not view.job.active, timeout=120_000)
     assert view.result is not None, view.status.text()
     for c in view.cells:
-        whole = view.result["arrays"][f"{c.name}.y"].size          # (the median and the FIR trim their edges)
+        whole = view.result.arrays[f"{c.name}.y"].size          # (the median and the FIR trim their edges)
         assert c.samples == whole > N - 10 and c.seconds is not None and "ms" in c.time_label.text(), c.name
         _xs, ys = c.curve.getOriginalDataset()                  # the whole output, not a prefix
         assert ys is not None and len(ys) == whole
         assert c.badge["receipt"] and f"receipt <b>{c.badge['receipt']}</b>" in c.header.text(), c.badge
     text = view.provenance.toPlainText()
     assert "step      median" in text and "nothing moved between steps" in text
-    gui = {s["name"]: s["outputs"] for s in view.result["record"]["steps"]}
+    gui = {s["name"]: s["outputs"] for s in view.result.record["steps"]}
     # the CLI on the same file, its own process and worker
     rec = tmp_path / "cli.record.json"
     cli = Path(sys.executable).parent / "scellis"
@@ -89,7 +89,7 @@ def test_run_to_here_runs_only_what_the_step_needs(qtbot, window, tmp_path):
     qtbot.mouseClick(view.cell("limit").run_here, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: view.result is not None or not view.job.active, timeout=120_000)
     assert view.result is not None, view.status.text()
-    assert {s["name"] for s in view.result["record"]["steps"]} == {"signal", "limit"}
+    assert {s["name"] for s in view.result.record["steps"]} == {"signal", "limit"}
     assert view.cell("limit").samples == N and view.cell("median").samples == 0
 
 

@@ -62,11 +62,11 @@ def test_run_all_on_the_shipped_example_writes_only_to_the_user_output_folder(qt
     assert view.result is not None, view.status.text()
     assert install_files() == before                      # not one file under resources/ written or added
     assert (out / "spike_removal.cleaned.npy").is_file() and (out / "spike_removal.record.json").is_file()
-    assert view.result["record_path"] == str(out / "spike_removal.record.json")
+    assert view.result.record_path == str(out / "spike_removal.record.json")
 
     # the whole million samples, drawn as their envelope: the highest spike is on screen
     cell = view.cell("signal")
-    full = np.asarray(view.result["arrays"]["signal.y"]).reshape(-1)
+    full = np.asarray(view.result.arrays["signal.y"]).reshape(-1)
     assert cell.samples == full.size == 1_000_000
     xs, ys = cell.curve.getOriginalDataset()
     assert xs.size == full.size and np.array_equal(ys, full.astype(np.float32))
@@ -175,7 +175,7 @@ def test_a_run_that_proves_first_names_the_proof_counts_its_time_and_its_bar_nev
     fractions = [v / m for m, v in values if m > 0]
     assert len(fractions) >= 3 and fractions[-1] == 1.0, fractions
     assert all(b >= a for a, b in zip(fractions, fractions[1:])), fractions          # never back
-    wall = view.result["wall_seconds"]
+    wall = view.result.wall_seconds
     assert wall["proving"] > 0.5 and wall["total"] >= wall["proving"] + wall["steps"] - 1e-3, wall
     text = view.status.text()
     assert f"1 step(s) in {wall['total']:.1f} s (proving missing receipts {wall['proving']:.1f} s" in text, text

@@ -31,7 +31,7 @@ def test_every_kind_is_declared_once_with_a_handler_typed_arguments_and_a_typed_
     assert set(TABLE) == set(Kind) and all(e.kind == k for k, e in TABLE.items())
     for kind, e in TABLE.items():
         assert issubclass(e.args, Args) and issubclass(e.args, msgspec.Struct), kind
-        assert isinstance(e.report, type), kind
+        assert isinstance(e.report, type) and issubclass(e.report, msgspec.Struct), kind   # typed, never a dict
         assert e.takes in ("op", "ctx", "req") and set(e.wants) <= {"progress", "note"}, kind
         assert e.budget_s is None or e.budget_s > 0, kind
         # the handler takes what the table gives it: the head (ctx, pkg / ctx / req), the
@@ -44,12 +44,17 @@ def test_every_kind_is_declared_once_with_a_handler_typed_arguments_and_a_typed_
             pytest.fail(f"{kind}: {e.handler.__module__}.{e.handler.__qualname__} does not take its arguments: {err}")
     assert BUDGETS[Kind.CONFORM] == 60.0 and "ping" not in BUDGETS
     assert PingReport in {e.report for e in TABLE.values()}         # a Struct where it crosses the boundary
+    assert not [k for k, e in TABLE.items() if e.report in (dict, list)]
 
 
 def test_no_request_is_named_by_a_string_anywhere_in_studio():
     spec = re.compile(r"""["']studio(\.\w+)+:\w+""")                # "studio.engine.x:handler"
+    # a kind given as a string: workers.submit(lane, "run", ...) or client.call("conform", ...)
+    by_name = re.compile(r"""\.submit\(\s*["'][\w-]+["']\s*,\s*["']|\.call\(\s*["']""")
+    assert by_name.search('self.workers.submit("run", "op_output", n=1)') and by_name.search('w.call("conform")')
+    assert not by_name.search('self.workers.submit("run", Kind.OP_OUTPUT, n=1)')
     found = [f"{p.relative_to(ROOT)}:{n}" for p in sorted(STUDIO.rglob("*.py"))
-             for n, line in enumerate(p.read_text().splitlines(), 1) if spec.search(line)]
+             for n, line in enumerate(p.read_text().splitlines(), 1) if spec.search(line) or by_name.search(line)]
     assert found == []
     child = (STUDIO / "engine" / "worker" / "child.py").read_text()
     assert "importlib" not in child and "import_module" not in child

@@ -1,5 +1,6 @@
 """The suite reports its own time against the budget in pyproject.toml (tests/suite_budget.py)."""
 import json
+import os
 import subprocess
 import sys
 
@@ -68,3 +69,39 @@ def test_a_real_run_prints_the_report(tmp_path):
                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stdout + res.stderr
     assert "suite budget: whole run, 2 tests:" in res.stdout and "test_t.py" in res.stdout
+
+
+# ------------------------------------------------------------------ the order: longest files first
+def test_files_are_ordered_longest_first_and_a_new_file_counts_as_the_median():
+    from suite_order import lane_seconds, longest_first
+    record = {"fast": {"a.py": 1.0, "b.py": 9.0}, "slow": {"a.py": 50.0, "c.py": 20.0, "d.py": 30.0}}
+    assert lane_seconds(record, "not  slow") == {"a.py": 1.0, "b.py": 9.0}
+    assert lane_seconds(record, "") == {"a.py": 51.0, "b.py": 9.0, "c.py": 20.0, "d.py": 30.0}
+    slow = lane_seconds(record, "slow")
+    # new.py counts as the median (30 s): tied with d.py, and a tie keeps the collection's order
+    assert longest_first(["c.py", "new.py", "a.py", "d.py"], slow) == ["a.py", "new.py", "d.py", "c.py"]
+    assert longest_first(["x.py", "y.py"], {}) == ["x.py", "y.py"]           # no record: the collection's order
+
+
+def test_a_real_run_takes_the_longest_file_first_and_records_each_lane(tmp_path):
+    """A tiny project: the record says test_b.py is the long one, so it runs first; a run with
+    SCELLIS_FILE_SECONDS merges its lane's seconds into the named record."""
+    seconds = tmp_path / "seconds.json"
+    seconds.write_text(json.dumps({"fast": {"test_a.py": 1.0, "test_b.py": 5.0}}))
+    (tmp_path / "conftest.py").write_text(
+        f"import sys\nfrom pathlib import Path\nsys.path.insert(0, {str(REPO / 'tests')!r})\n"
+        "def pytest_configure(config):\n"
+        "    from suite_budget import SuiteClock\n"
+        "    from suite_order import LongestFirst\n"
+        "    config.pluginmanager.register(SuiteClock(config), 'scellis_suite_budget')\n"
+        "    config.pluginmanager.register(LongestFirst(config, Path('seconds.json')), 'scellis_suite_order')\n")
+    (tmp_path / "test_a.py").write_text("def test_one():\n    pass\n")
+    (tmp_path / "test_b.py").write_text("def test_two():\n    pass\n")
+    out = tmp_path / "recorded.json"
+    res = subprocess.run([sys.executable, "-m", "pytest", "-v", "-p", "no:cacheprovider", "-p", "no:randomly",
+                          "-m", "not slow"], cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "SCELLIS_FILE_SECONDS": str(out)})
+    assert res.returncode == 0, res.stdout + res.stderr
+    ran = [ln.split("::")[0] for ln in res.stdout.splitlines() if "PASSED" in ln]
+    assert ran == ["test_b.py", "test_a.py"], res.stdout                     # against the collection's a, b
+    assert set(json.loads(out.read_text())["fast"]) == {"test_a.py", "test_b.py"}

@@ -402,7 +402,7 @@ def test_a_host_reads_the_python_runtime_but_not_the_project(host):
 @pytest.mark.slow
 def test_the_profile_says_what_confines_a_host_here(ctx, host):
     from studio.engine.services.actions import profile
-    got = profile(ctx)["reference_host"]
+    got = profile(ctx).reference_host
     landlock = any(e.startswith("Landlock") for e in host.enforced)
     assert (got["landlock_abi"] > 0) == landlock and got["seccomp"]
     assert ("no Landlock" in got["summary"]) == (not landlock)

@@ -148,13 +148,13 @@ def test_an_honest_package_never_passes_from_another_packages_cached_results(ctx
     own reference, and its receipt must not say valid."""
     s1 = load_package(_package(tmp_path, "s1", MAX_IMPL))
     out1 = conform_service(ctx, s1, mutants=0)
-    assert out1["verdict"] == "pass" and out1.get("receipt"), out1["failures"][:1]
+    assert out1.verdict == "pass" and out1.receipt, out1.failures[:1]
     assert any((ctx.trust.home / "cache" / "reference").rglob("*.npz"))      # cached on disk
     s2 = load_package(_package(tmp_path, "s2", MEDIAN_IMPL))
     assert s2.files["reference.py"] == s1.files["reference.py"] and s2.kernel_source == s1.kernel_source
     calls = ctx.references.host_calls
     out2 = conform_service(ctx, s2, mutants=0)
-    assert out2["verdict"] == "fail" and out2["failed"] > 0 and not out2.get("receipt")
+    assert out2.verdict == "fail" and out2.failed > 0 and not out2.receipt
     assert ctx.references.host_calls > calls                     # its own reference ran
     assert receipt_status(s2, ctx.device.profile.id, ctx.seal) != "valid"
     assert receipt_status(s1, ctx.device.profile.id, ctx.seal) == "valid"     # the control

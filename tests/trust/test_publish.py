@@ -81,7 +81,7 @@ def test_workspace_publish_rewrites_only_visibility_and_license(ctx, pkg_copy):
     assert 'visibility = "workspace"' in after and 'license = "MIT"' in after
     assert after.replace('"workspace"', '"private"').replace('"MIT"', '"Apache-2.0"') == before
     pkg = load_package(root)
-    assert out["hash"] == pkg.hash and ctx.trust.status(pkg).ok      # same code: still authored here
+    assert out.hash == pkg.hash and ctx.trust.status(pkg).ok      # same code: still authored here
 
 
 def test_a_public_publish_with_missing_fields_names_each_field(ctx, pkg_copy):
@@ -108,7 +108,7 @@ def test_public_publish_reproves_the_new_content_and_rolls_back_on_failure(ctx, 
     assert bar.shortfalls(pkg, bar.proof_state(pkg, profile, ctx.seal), Licenses()) == []
     out = publishing.publish(ctx, pkg, visibility="public", profile_id=profile)
     new = load_package(root)
-    assert out["reproved"] and new.hash != pkg.hash and new.contract.visibility == "public"
+    assert out.reproved and new.hash != pkg.hash and new.contract.visibility == "public"
     assert bar.proof_state(new, profile, ctx.seal).earned          # the receipts were earned again, for this content
     assert publishing.public_bar(ctx, new, profile_id=profile) == []
 
@@ -153,7 +153,7 @@ def test_every_builtin_clears_the_whole_public_bar_once_proven_here(ctx, tmp_pat
     assert rep["verdict"] == "pass", "\n".join(rep["lines"])
     assert rep["lines"][0].startswith(f"conformance  {pkg.id}") and rep["lines"][-1].endswith("PASS")
     if pkg.contract.backward.kind == "vjp":
-        assert actions.gradcheck(ctx, pkg)["verdict"] == "pass"
+        assert actions.gradcheck(ctx, pkg).verdict == "pass"
     assert [str(s) for s in bar.shortfalls(pkg, bar.proof_state(pkg, profile, ctx.seal), licenses)] == []
 
 

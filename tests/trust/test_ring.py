@@ -55,7 +55,7 @@ def test_two_machines_exchange_the_story_op_through_a_bare_git_remote(machines, 
     actions.conform(a, pkg)
     actions.gradcheck(a, pkg)
     out = publishing.publish(a, pkg, visibility="workspace", profile_id=profile)
-    assert out["reproved"]
+    assert out.reproved
     sent = publishing.publish_to_ring(a, load_package(pkg.root), "team")
     assert sent["status"] == "pushed"
     log = subprocess.run(["git", "--git-dir", str(remote), "log", "--oneline", "main"], capture_output=True, text=True)
@@ -63,10 +63,10 @@ def test_two_machines_exchange_the_story_op_through_a_bare_git_remote(machines, 
     assert publishing.publish_to_ring(a, load_package(pkg.root), "team")["status"] == "already in the ring"
 
     rows = publishing.ring_list(b, "median")
-    assert [(r["id"], r["hash"]) for r in rows] == [("user/demo/windowed_median@1", out["hash"])]
+    assert [(r["id"], r["hash"]) for r in rows] == [("user/demo/windowed_median@1", out.hash)]
     got = publishing.ring_fetch(b, "user/demo/windowed_median@1")
     fetched = load_package(got["path"])
-    assert fetched.hash == out["hash"] and got["trust"] == "untrusted"
+    assert fetched.hash == out.hash and got["trust"] == "untrusted"
     assert str(tmp_path / "B") in got["path"]
     card = publishing.card(b, fetched, profile_id=profile)
     assert card["trust"]["level"] == "unverified" and card["source"] == "user"
@@ -76,7 +76,7 @@ def test_two_machines_exchange_the_story_op_through_a_bare_git_remote(machines, 
         publishing.verify_here(b, fetched)
     b.trust.trust(fetched)                                              # `scellis trust`, by content hash
     done = publishing.verify_here(b, fetched)
-    assert done["card"]["trust"]["level"] == "verified"
+    assert done.card.facts["trust"]["level"] == "verified"
     assert bar.proof_state(fetched, profile, b.seal).earned             # B's own receipts, sealed with B's key
     theirs = receipt_store.receipts(fetched, b.seal)                    # ...which are foreign to A
     assert theirs and all(receipt_store.verify_receipt(fetched, r, profile, a.seal).status == "foreign"

@@ -96,7 +96,7 @@ class InProcess:
         self.replicas = replicas
 
     def call(self, method, args):
-        return [getattr(r, method)(*a) for r, a in zip(self.replicas, args)]
+        return [method(r, *a) for r, a in zip(self.replicas, args)]
 
 
 def test_same_bits_on_one_two_and_four_owners_and_every_weight_gradient_measured(rctx, replica):

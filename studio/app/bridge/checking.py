@@ -16,6 +16,8 @@ import shiboken6
 from PySide6.QtCore import QObject, QTimer, Signal
 
 from ...engine.errors import StudioError
+from ...engine.services.actions import CheckedReport
+from ...engine.services.requests import Kind
 from ..notebook.problems import Problem, all_from_json, from_error, with_related
 
 DEBOUNCE_MS = 450
@@ -92,7 +94,7 @@ class CheckController(QObject):
         prepare = self.session.target()
         roots = [p for p in (self.doc.path,) if p]
         self.stateChanged.emit("checking")
-        job = self.workers.submit("edit", "check", prepare=prepare, supersede=f"check:{self.doc.doc_id}")
+        job = self.workers.submit("edit", Kind.CHECK, prepare=prepare, supersede=f"check:{self.doc.doc_id}")
         self.job = job
         job.succeeded.connect(lambda rep: self._done(gen, rep, roots + _target(job)))
         job.failed.connect(lambda err: self._failed(gen, err, roots + _target(job)))
@@ -101,15 +103,13 @@ class CheckController(QObject):
         """The document was closed while a job ran: its reply lands on nothing."""
         return not shiboken6.isValid(self)
 
-    def _done(self, gen: int, rep: dict, roots: list[Path]) -> None:
+    def _done(self, gen: int, rep: CheckedReport, roots: list[Path]) -> None:
         if self._gone():
             return
         self.checks_done += 1
         if gen != self.generation:
             return                       # a newer edit is being checked
-        errs = rep.get("errors", []) if isinstance(rep, dict) else []
-        warns = rep.get("warnings", []) if isinstance(rep, dict) else []
-        self.passed = list(rep.get("passed", [])) if isinstance(rep, dict) else []
+        errs, warns, self.passed = rep.errors, rep.warnings, list(rep.passed)
         self.remote = ([p for e in errs for p in all_from_json(e, roots, "check")] +
                        [p for w in warns for p in all_from_json(w, roots, "check", "warning")])
         self._emit()
@@ -132,7 +132,7 @@ class CheckController(QObject):
             self._emit()
             return
         roots = [p for p in (self.doc.path,) if p]
-        job = self.workers.submit("edit", "reference", prepare=self.session.target(),
+        job = self.workers.submit("edit", Kind.REFERENCE, prepare=self.session.target(),
                                   supersede=f"reference:{self.doc.doc_id}")
         self.reference_job = job
         job.succeeded.connect(lambda rep: self._imported(gen, rep, roots + _target(job)))

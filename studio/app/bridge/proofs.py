@@ -7,13 +7,14 @@ from __future__ import annotations
 from PySide6.QtCore import QObject, Signal
 
 from ...engine.errors import StudioError
+from ...engine.services.requests import Kind
 
 
 class ProofController(QObject):
     """One proof request on the ``proof`` lane: the trust guard, the job's signals, cancel."""
-    finished = Signal(dict)              # the report (with "receipt" when one was issued)
+    finished = Signal(object)            # the report (actions.ConformReport, actions.GradcheckResult)
     started = Signal(object)             # the job, however it was asked for (button, Ctrl+Enter, F5/F6)
-    request = ""                         # the worker request this controller sends
+    request: Kind                        # the worker request this controller sends (each subclass's)
     label = ""                           # what the user calls it
 
     def __init__(self, session, workers, panel, parent=None):
@@ -52,26 +53,29 @@ class ProofController(QObject):
 
 
 class ConformanceController(ProofController):
-    request, label = "conform", "conformance"
+    request, label = Kind.CONFORM, "conformance"
 
     def run(self, seed: int = 0, large: bool = False):
         return self.submit(seed=int(seed), large=bool(large))
 
-    def _done(self, job, rep: dict) -> None:
+    def _done(self, job, rep) -> None:
         """The worker wrote the receipt of a passing run into the user folder, keyed by the proven
         content's hash (the snapshot and the saved document share it, so nothing is carried), and
-        sent it with the report (``receipt_doc``, checked as it was read there)."""
-        issued = rep.get("receipt") if isinstance(rep, dict) and rep.get("verdict") == "pass" else None
-        self.panel.show_report(rep, rep.get("receipt_doc") if issued else None, issued)
+        sent it with the report (``receipt_doc``, checked as it was read there). The panel shows the
+        report in its JSON form (``ConformReport.to_json``, as `scellis conform --json` prints it)."""
+        issued = rep.receipt if rep.ok else None
+        self.panel.show_report(rep.to_json(), rep.receipt_doc if issued else None, issued)
         self.finished.emit(rep)
 
 
 class GradcheckController(ProofController):
-    request = label = "gradcheck"
+    request, label = Kind.GRADCHECK, "gradcheck"
 
     def run(self, params: dict | None = None):
         return self.submit(**({"params": dict(params)} if params else {}))
 
-    def _done(self, job, rep: dict) -> None:
-        self.panel.show_report(rep)
+    def _done(self, job, rep) -> None:
+        """The panel shows the report in its JSON form (``GradcheckResult.to_json``, as `scellis
+        gradcheck --json` prints it)."""
+        self.panel.show_report(rep.to_json())
         self.finished.emit(rep)

@@ -12,6 +12,8 @@ from PySide6.QtWidgets import QFileDialog
 
 from ...engine.contract.signature import parse_signature
 from ...engine.errors import StudioError
+from ...engine.services.requests import Kind
+from ...engine.services.trial import RunProof
 from ..panels.run import SPIKY
 from .trying import param_specs
 
@@ -27,7 +29,7 @@ class RunController(QObject):
         self.session, self.workers, self.background, self.panel = session, workers, background, panel
         self.job = None
         self.result: dict | None = None
-        self._fed_unproven: dict | None = None
+        self._fed_unproven: RunProof | None = None
         self._declared: dict[str, tuple[str, int]] = {}
         panel.runRequested.connect(self.run)
         panel.cancelRequested.connect(self.cancel)
@@ -105,17 +107,17 @@ class RunController(QObject):
                 self.panel.show_error(StudioError(f"input {name}: name the op whose output feeds it", field="run.op"))
                 return
             self.panel.started(f"{name}: running {op} on {n:,} samples of the spiky signal…")
-            job = self.workers.submit("run", "op_output", target=op, n=n, seed=seed)
-            job.succeeded.connect(lambda out: (self._unproven(out.get("proof")), next_one(_first(out["outputs"]))))
+            job = self.workers.submit("run", Kind.OP_OUTPUT, target=op, n=n, seed=seed)
+            job.succeeded.connect(lambda out: (self._unproven(out.proof), next_one(_first(out.outputs))))
         else:
             self.panel.started(f"{name}: generating {n:,} samples of the spiky signal on the device…")
-            job = self.workers.submit("run", "run", target=SPIKY, inputs={}, params={"n": n, "seed": seed},
+            job = self.workers.submit("run", Kind.RUN, target=SPIKY, inputs={}, params={"n": n, "seed": seed},
                                       require_receipt=True)
-            job.succeeded.connect(lambda out: next_one(_first(out)))
+            job.succeeded.connect(lambda out: next_one(_first(out.outputs)))
         self._watch(job)
 
-    def _unproven(self, proof: dict | None) -> None:
-        if proof is not None and not proof.get("proven"):
+    def _unproven(self, proof: RunProof) -> None:
+        if not proof.proven:
             self._fed_unproven = proof
 
     def _run_op(self, inputs: dict, params: dict, what: str = "kernel") -> None:
@@ -124,10 +126,10 @@ class RunController(QObject):
         self.panel.started(f"running {who} on {x.size:,} samples…")
         t = time.perf_counter()
         if what == "reference":
-            job = self.workers.submit("run", "try_reference", prepare=self.session.target(), inputs=inputs,
+            job = self.workers.submit("run", Kind.TRY_REFERENCE, prepare=self.session.target(), inputs=inputs,
                                       params=dict(params), budget_s=self._budget(inputs, params))
         else:                                  # proven or not: the result says which (trying.py)
-            job = self.workers.submit("run", "try_run", prepare=self.session.target(), inputs=inputs,
+            job = self.workers.submit("run", Kind.TRY_RUN, prepare=self.session.target(), inputs=inputs,
                                       params=dict(params), budget_s=self._budget(inputs, params))
         fed, self._fed_unproven = self._fed_unproven, None
         job.succeeded.connect(lambda out: self._done(x, out, time.perf_counter() - t, what, fed))
@@ -149,20 +151,19 @@ class RunController(QObject):
         job.cancelled.connect(lambda: self.panel.stopped("cancelled", "warn"))
         self.started.emit(job)
 
-    def _done(self, x: np.ndarray, out, seconds: float, what: str = "kernel", fed: dict | None = None) -> None:
-        y = _first(out["outputs"]) if isinstance(out, dict) and "outputs" in out else _first(out)
-        proof = dict(out.get("proof") or {}) if isinstance(out, dict) else {}
-        if fed is not None and proof.get("proven"):          # an unproven op fed it: so is the result
-            proof = {"proven": False, "why": f"an input came from an op that is not proven ({fed.get('why')})"}
+    def _done(self, x: np.ndarray, out, seconds: float, what: str = "kernel", fed: RunProof | None = None) -> None:
+        y, proof = _first(out.outputs), out.proof                # a trial.TryReport
+        if fed is not None and proof.proven:          # an unproven op fed it: so is the result
+            proof = RunProof(proven=False, why=f"an input came from an op that is not proven ({fed.why})")
         label = str(self.session.doc.field("id") or "output")
         self.result = {"x": x, "y": y, "seconds": seconds, "proof": proof, "what": what}
         self.panel.show_result(x, y, label, seconds, proof=proof, what=what)
         self.finished.emit(self.result)
 
-    def proof_known(self, report: dict) -> None:
-        """Conformance finished: the run cell's line says whether this content now has a receipt."""
-        self.panel.set_proof(isinstance(report, dict) and report.get("verdict") == "pass"
-                             and bool(report.get("receipt")))
+    def proof_known(self, report) -> None:
+        """Conformance finished (its ``actions.ConformReport``): the run cell's line says whether this
+        content now has a receipt."""
+        self.panel.set_proof(report.ok and bool(report.receipt))
 
     def cancel(self) -> None:
         if self.job is not None:

@@ -138,8 +138,9 @@ class DeviceWorkers(QObject):
             c = factory(budget_s=self.budgets[lane])
             with self._lock:
                 self._clients[lane] = c
+            from ...engine.services.requests import Kind
             try:
-                c.call("ping")                 # start it now, so it can be put in the background
+                c.call(Kind.PING)                 # start it now, so it can be put in the background
             except StudioError:
                 pass                           # the real request will report what is wrong
         background_priority(getattr(c, "pid", None))

@@ -21,6 +21,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from ...engine.services.trial import NOT_PROVEN, RunProof
 from ..widgets.export import plot_with_export
 from ..widgets.theme import style_plot
 from ..bridge.trying import SPIKY  # noqa: F401 - the builtin signal generator (the Run cell's default input)
@@ -29,7 +30,6 @@ from .job import JobPanel, error_html
 SOURCES = ["synthetic spiky signal", ".npy / .csv file", "output of another op"]
 SOURCE_KEYS = ("spiky", "file", "op")
 WHAT = ["the kernel, on the device", "the reference alone (Python)"]
-NOT_PROVEN = "not proven"
 INFO = ("Runs on your own device from the first compile, proven or not: an output with no valid "
         "receipt behind it is marked “not proven”.")
 
@@ -264,19 +264,19 @@ class RunPanel(JobPanel):
             self.info.setText("This content has a valid conformance receipt: a run inside its coverage is proven.")
 
     def show_result(self, x: np.ndarray, y: np.ndarray, label: str, seconds: float, *,
-                    proof: dict | None = None, what: str = "kernel") -> None:
+                    proof: RunProof | None = None, what: str = "kernel") -> None:
         """Plot input and output. A million samples take a few tens of ms to hand to pyqtgraph, so the
         two curves go in two turns of the event loop: the GUI thread never holds on for long.
-        ``proof`` (``{"proven", "why"}``): a result with no valid receipt behind it says "not
-        proven" in its curve's name, the plot's title and the status line."""
-        proven = bool(proof and proof.get("proven"))
+        ``proof`` (the run's ``trial.RunProof``): a result with no valid receipt behind it says "not
+        proven" in its curve's name, the plot's title (``RunProof.title``) and the status line."""
+        proof = proof or RunProof(proven=False, why="")
+        proven, why = proof.proven, proof.why
         self.proven = proven
-        why = (proof or {}).get("why", "")
         if what == "reference":
             label = f"{label} — reference"
         if not proven:
             label = f"{label} ({NOT_PROVEN})"
-        self.plot.setTitle("" if proven else f"{NOT_PROVEN}: {why}" if why else NOT_PROVEN)
+        self.plot.setTitle(proof.title())
         self.data = {"input": np.asarray(x), "output": np.asarray(y)}
         x = np.asarray(x, dtype=np.float32).reshape(-1)
         y = np.asarray(y, dtype=np.float32).reshape(-1)

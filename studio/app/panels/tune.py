@@ -22,6 +22,8 @@ from PySide6.QtWidgets import (
 )
 
 from ...engine.errors import StudioError
+from ...engine.services.requests import Kind
+from ...engine.services.tuning import TuneReport
 from ..widgets.theme import style_plot
 
 DEFAULT_OP = "user/demo/windowed_median_fast@1"
@@ -66,7 +68,7 @@ class TunePanel(QWidget):
         super().__init__(parent)
         self._factory = client_factory
         self.thread: threading.Thread | None = None
-        self.result: dict | None = None
+        self.result: TuneReport | None = None
         self.relay = _Relay()
         self.relay.done.connect(self.show_result)
         self.relay.failed.connect(self._failed)
@@ -124,7 +126,7 @@ class TunePanel(QWidget):
         def work():
             try:
                 with self._client() as client:
-                    self.relay.done.emit(client.call("tune", target=op, params=params, sizes=sizes))
+                    self.relay.done.emit(client.call(Kind.TUNE, target=op, params=params, sizes=sizes))
             except StudioError as e:
                 self.relay.failed.emit(e.format())
             except Exception as e:  # noqa: BLE001 - a worker that died: said, not raised into Qt
@@ -133,17 +135,17 @@ class TunePanel(QWidget):
         self.thread = threading.Thread(target=work, daemon=True, name="tune")
         self.thread.start()
 
-    def show_result(self, data: dict) -> None:
-        """Plot a ``tune`` result (services.tuning.tune): a bar per proven candidate, a red mark at
-        zero per failing one."""
+    def show_result(self, data: TuneReport) -> None:
+        """Plot a ``tune`` result (services.tuning.TuneReport): a bar per proven candidate, a red mark at
+        zero per failing one; its lines below."""
         self.result = data
         self.run_button.setEnabled(True)
         self.bars = []
-        for c in data["candidates"]:
-            label = ", ".join(f"{k}={v}" for k, v in c["values"].items())
-            if c["proven"]:
-                colour = WINNER if c["values"] == data.get("winner") else PROVEN
-                self.bars.append({"label": label, "ms": sum(c["seconds"]) * 1e3, "colour": colour, "failed": False})
+        for c in data.candidates:
+            label = ", ".join(f"{k}={v}" for k, v in c.values.items())
+            if c.proven:
+                colour = WINNER if c.values == data.winner else PROVEN
+                self.bars.append({"label": label, "ms": sum(c.seconds) * 1e3, "colour": colour, "failed": False})
             else:
                 self.bars.append({"label": label + " (fails)", "ms": 0.0, "colour": FAILED, "failed": True})
         self.plot.clear()
@@ -157,9 +159,8 @@ class TunePanel(QWidget):
             self.plot.plot(bad, [0.0] * len(bad), pen=None, symbol="x", symbolSize=14,
                            symbolBrush=FAILED, symbolPen=pg.mkPen(FAILED, width=2))
         self.plot.getAxis("bottom").setTicks([[(i, b["label"]) for i, b in enumerate(self.bars)]])
-        from ...engine.services.tuning import tune_lines
-        self.text.setPlainText("\n".join(data.get("lines") or tune_lines(data)))
-        winner = data.get("winner")
+        self.text.setPlainText("\n".join(data.lines()))
+        winner = data.winner
         failing = sum(b["failed"] for b in self.bars)
         self.status.setText((f"winner {', '.join(f'{k}={v}' for k, v in winner.items())}" if winner
                              else "no candidate passes conformance: nothing recorded")

@@ -25,6 +25,7 @@ from ...engine.atomic import write_bytes
 from ...engine.contract.package import MANIFEST, OpPackage, load_package
 from ...engine.errors import StudioError
 from ...engine.services import publishing
+from ...engine.services.requests import Kind
 from ..shell.actions import PUBLISH_LAYOUT
 from ..widgets.fitting import fit_title
 from .published import confirm_published
@@ -39,8 +40,8 @@ def publishing_workers(parent):
 
 
 def profile_id(window) -> str:
-    prof = getattr(window, "profile", None)
-    return str(prof.get("id")) if isinstance(prof, dict) and prof.get("id") else "unknown"
+    prof = window.profile                     # the profile request's ProfileReport; None until it answered
+    return prof.id if prof is not None else "unknown"
 
 
 class PublishDialog(QDialog):
@@ -143,13 +144,13 @@ class PublishDialog(QDialog):
         lic = self.license.text().strip() or None
         self.publish_button.setEnabled(False)
         self.status.setText("publishing (conformance runs again for the new content)…")
-        self.job = self.workers.submit("proof", "publish", target=str(self.pkg.root),
+        self.job = self.workers.submit("proof", Kind.PUBLISH, target=str(self.pkg.root),
                                        visibility=self.visibility.currentText(), license=lic)
         self.job.succeeded.connect(self._done)
         self.job.failed.connect(self._failed)
 
     def _done(self, out) -> None:
-        self.result_lines = list(out["lines"])
+        self.result_lines = list(out.lines)
         self.status.setText("\n".join(self.result_lines))
         self.accept()
 
@@ -247,15 +248,15 @@ def save_proof_report(window, pkg: OpPackage | None = None, path: str | None = N
         if not path:
             return None
     window.statusBar().showMessage(f"proof report of {pkg.id}: proving where no receipt covers it…")
-    job = window.publish_workers.submit("proof", "report", target=str(pkg.root))
+    job = window.publish_workers.submit("proof", Kind.REPORT, target=str(pkg.root))
 
     def done(out) -> None:
         try:
-            write_bytes(path, out["html"].encode("utf-8"))
+            write_bytes(path, out.html.encode("utf-8"))
         except OSError as e:
             window.statusBar().showMessage(f"proof report not written: {path}: {e.strerror}")
             return
-        window.statusBar().showMessage(f"wrote {path} (proof report of {out['op']})")
+        window.statusBar().showMessage(out.wrote(path))
 
     job.succeeded.connect(done)
     job.failed.connect(lambda e: window.statusBar().showMessage(f"proof report refused: {getattr(e, 'message', e)}"))

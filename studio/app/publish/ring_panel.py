@@ -17,6 +17,7 @@ from PySide6.QtWidgets import (
 from ...engine.contract.package import load_package
 from ...engine.errors import StudioError
 from ...engine.services import publishing
+from ...engine.services.requests import Kind
 
 COLUMNS = ("ring", "id", "hash", "license", "visibility", "tolerance", "summary")
 
@@ -108,7 +109,6 @@ class RingPanel(QWidget):
         if self.fetched is None or self.workers is None:
             return self._say("fetch a package first")
         self._say("re-running conformance (and gradcheck) here…")
-        self.job = self.workers.submit("proof", "verify_here", target=self.fetched["path"])
-        self.job.succeeded.connect(lambda out: self._say("\n".join(out["lines"]) +
-                                                         f"\ntrust: {out['card']['trust']['level']}"))
+        self.job = self.workers.submit("proof", Kind.VERIFY_HERE, target=self.fetched["path"])
+        self.job.succeeded.connect(lambda out: self._say("\n".join(out.text_lines())))
         self.job.failed.connect(lambda e: self._say(f"refused: {getattr(e, 'message', e)}"))

@@ -23,6 +23,7 @@ from ...engine.context import Context
 from ...engine.contract.catalog import Catalog, user_ops_dir
 from ...engine.errors import StudioError
 from ...engine.resources import ICON
+from ...engine.services.requests import Kind
 from .autosave import AutosaveStore
 from ..bridge.background import Background
 from ..tools.catalog_panel import CatalogPanel
@@ -68,7 +69,7 @@ class MainWindow(QMainWindow):
         self.workers = workers or DeviceWorkers(parent=self)
         self.extra_workers: list[DeviceWorkers] = []       # features' own (publishing): closed with these
         self.store = store or AutosaveStore()
-        self.profile: dict | None = None
+        self.profile = None          # the profile request's ProfileReport, once it answered
         from .paths import recent_packages
         self.extra_roots: list[Path] = [p for p in recent_packages() if original_of(p) is None]
         self._own_ctx = ctx is None
@@ -352,21 +353,19 @@ class MainWindow(QMainWindow):
     def refresh_catalog(self) -> None:
         """Re-read the catalog in the device worker (the ``catalog`` request, see catalog_scan.py)."""
         roots = [str(r) for r in self.extra_roots]
-        pid = self.profile.get("id") if self.profile else None
-        job = self.workers.submit("edit", "catalog", supersede="catalog", roots=roots, profile_id=pid)
-        job.succeeded.connect(lambda cards: self.catalog.set_cards(cards, pid))
+        pid = self.profile.id if self.profile else None
+        job = self.workers.submit("edit", Kind.CATALOG, supersede="catalog", roots=roots, profile_id=pid)
+        job.succeeded.connect(lambda report: self.catalog.set_cards(report, pid))
         job.failed.connect(self.catalog.scan_failed)
 
     def _ask_profile(self) -> None:
-        job = self.workers.submit("edit", "profile")
+        job = self.workers.submit("edit", Kind.PROFILE)
         job.succeeded.connect(self._got_profile)
         job.failed.connect(lambda e: self.gpu_label.setText(f"GPU: unavailable — {getattr(e, 'message', e)}"))
 
     def _got_profile(self, prof) -> None:
-        self.profile = prof if isinstance(prof, dict) else {"id": str(prof)}
-        adapter = self.profile.get("adapter", {})
-        self.gpu_label.setText(f"GPU: {adapter.get('device', '?')} [{adapter.get('backend_type', '')}] · "
-                               f"profile {self.profile.get('id')}")
+        self.profile = prof
+        self.gpu_label.setText(prof.label())
         self.refresh_catalog()
 
     def _show_problems(self) -> None:

@@ -160,18 +160,19 @@ class CatalogPanel(QWidget):
             if width > 50:
                 it.setSizeHint(0, QSize(width, card.layout().totalHeightForWidth(width)))
 
-    def set_cards(self, cards: list[dict], profile: str | None = None) -> None:
-        """Show the catalog. When only receipt statuses changed, only those chips are touched. A scan
-        that lands after the panel was deleted (its window closed) is dropped."""
+    def set_cards(self, report, profile: str | None = None) -> None:
+        """Show the catalog (the worker's ``catalog`` report: catalog_scan.CatalogReport). When only
+        receipt statuses changed, only those chips are touched. A scan that lands after the panel was
+        deleted (its window closed) is dropped."""
         if not shiboken6.isValid(self):
             return
-        ops = [c for c in cards if "problem" not in c]
+        ops = report.card_dicts()
         same = (len(ops) == len(self.cards) and
                 all(d["id"] in self.cards and _layout(self.cards[d["id"]].data) == _layout(d) for d in ops))
         if same:
             for d in ops:
                 self.cards[d["id"]].update_data(d)
-            self._status(cards, profile)
+            self._status(report, profile)
             return
         for g in self.groups.values():
             for it in [g.child(i) for i in range(g.childCount())]:
@@ -196,7 +197,7 @@ class CatalogPanel(QWidget):
                 n += self._count("broken")
             g.setText(0, f"{GROUP_TITLES[key]} ({n})")
         self.groups["broken"].setHidden(self._count("broken") == 0)
-        self._status(cards, profile)
+        self._status(report, profile)
         self._apply_filter(self.filter.text())
         self._fit_cards()
 
@@ -208,10 +209,10 @@ class CatalogPanel(QWidget):
         if shiboken6.isValid(self):
             self.status.setText(f"catalog: {getattr(err, 'message', err)}")
 
-    def _status(self, cards: list[dict], profile: str | None) -> None:
+    def _status(self, report, profile: str | None) -> None:
         from ..widgets.style import colour
-        problems = [c["problem"] for c in cards if "problem" in c]
-        text = f"{len(self.cards)} ops" + (f" · receipts judged for GPU profile {profile}" if profile else "")
+        problems = report.problems
+        text = report.summary(profile)
         if problems:
             text += f"<br><span style='color:{colour('error')}'>{len(problems)} package(s) could not be read</span>"
             self.status.setToolTip("\n\n".join(problems))

@@ -27,6 +27,7 @@ from PySide6.QtWidgets import (
 
 from ...engine.errors import StudioError
 from ...engine.resources import ROOT
+from ...engine.services.requests import Kind
 
 COLUMNS = ("node", "op", "under sharding", "verified", "measured")
 
@@ -150,7 +151,7 @@ class ShardPanel(QWidget):
         def work():
             try:
                 with self._client() as client:
-                    self.relay.done.emit(client.call("shard_report", path=path, replicas=replicas,
+                    self.relay.done.emit(client.call(Kind.SHARD_REPORT, path=path, replicas=replicas,
                                                      allow_unverified=unverified, prove=prove))
             except StudioError as e:
                 self.relay.failed.emit(e.format())
@@ -160,12 +161,13 @@ class ShardPanel(QWidget):
         self.thread = threading.Thread(target=work, daemon=True, name="shard-report")
         self.thread.start()
 
-    def show_report(self, data: dict) -> None:
-        """Fill the table from a report (``shard_report_json``: a workflow's or a learner's)."""
-        self.report = data
+    def show_report(self, report) -> None:
+        """Fill the table from a report (services/sharding.py's ShardingReport: a workflow's or a learner's)."""
+        self.report = report
         self.run_button.setEnabled(True)
+        data = report.measured | {"name": report.name}
         rows = []
-        if data.get("kind") == "learner":
+        if report.kind == "learner":
             for name, m in data["nodes"].items():
                 if "bitwise_steps" in m:
                     what = f"bit for bit at {m['bitwise_steps']}/{m['steps']} steps"
@@ -175,7 +177,7 @@ class ShardPanel(QWidget):
                     ok = True
                 rows.append((name, data["name"], m["label"], "yes" if ok else "NO", what))
         else:
-            unproven = set(data.get("unverified", []))
+            unproven = set(report.unverified)
             for n in data["nodes"]:
                 v = n["verified"]
                 claim = "-" if v is None else "yes" if v else "NO"
@@ -189,17 +191,9 @@ class ShardPanel(QWidget):
                 item.setToolTip(str(value))
                 self.table.setItem(r, c, item)
         self.table.resizeColumnsToContents()
-        self.warning.setText("\n".join(f"⚠ {w}" for w in data.get("warnings", [])))
-        self.text.setPlainText("\n".join(data.get("lines", [])))
-        unproven = data.get("unverified", [])
-        if not data.get("ok"):
-            verdict = "a node claimed exact DIFFERS"
-        elif unproven:
-            verdict = (f"unverified: {len(unproven)} op(s) ran without a receipt on this GPU ("
-                       f"{', '.join(unproven)}); the claims hold as measured, but those numbers are not proven")
-        else:
-            verdict = "every claim verified"
-        self.status.setText(f"{len(rows)} node(s) on {data['replicas']} replica(s): {verdict}")
+        self.warning.setText("\n".join(f"⚠ {w}" for w in report.warnings))
+        self.text.setPlainText("\n".join(report.lines))
+        self.status.setText(f"{len(rows)} node(s) on {data['replicas']} replica(s): {report.verdict()}")
 
     def _failed(self, message: str) -> None:
         self.run_button.setEnabled(True)

@@ -30,6 +30,7 @@ from PySide6.QtWidgets import (
 from ...engine.services import data_parallel
 from ...engine.services.outline import outline
 from ...engine.services.outputs import user_outputs
+from ...engine.services.requests import Kind
 from ...figures import draw_whole, note_title
 from ..widgets.export import plot_with_export
 from ..widgets.fitting import fit_column
@@ -137,8 +138,8 @@ class WorkflowView(QWidget):
         # never beside the file (a shipped example lies in the install): the user's output folder
         self.out_dir = Path(out_dir) if out_dir is not None else user_outputs(wf.name)
         self.job = None
-        self.result: dict | None = None
-        self.train_result: dict | None = None
+        self.result = None                        # the last run's WorkflowRunReport (services/workflows.py)
+        self.train_result = None                  # the last training's report (a TrainReport, or data-parallel's dict)
         self.losses: list[float] = []
         self.error_text = ""
 
@@ -319,26 +320,26 @@ class WorkflowView(QWidget):
             return self.job
         allow = self.allow_box.isChecked()
         self._start(f"running {self.wf.name}" + (f" up to {until}" if until else "") + "…")
-        job = self.workers.submit("run", "workflow_run", path=str(self.path), out_dir=str(self.out_dir),
+        job = self.workers.submit("run", Kind.WORKFLOW_RUN, path=str(self.path), out_dir=str(self.out_dir),
                                   allow_unverified=allow, prove=self.prove_box.isChecked(), until=until,
                                   all_outputs=True, budget_s=600.0 if self.prove_box.isChecked() else None)
         self._wire(job, self._ran)
         return job
 
-    def _ran(self, r: dict) -> None:
+    def _ran(self, r) -> None:
+        """A run's report (services/workflows.py's WorkflowRunReport)."""
         self.result = r
-        arrays = r.get("arrays", {})
-        steps = {s["name"]: s for s in r["record"]["steps"]}
+        arrays = r.arrays or {}
+        steps = {s["name"]: s for s in r.record["steps"]}
         for c in self.cells:
             c.show_result(steps.get(c.name), arrays)
-        self.provenance.setPlainText("\n".join(r["proofs"] + r["lines"] + r["report_lines"] +
-                                               [f"record    {r['record_path']}"]))
+        self.provenance.setPlainText("\n".join(r.text_lines() + [f"record    {r.record_path}"]))
         # the time the user waited, proving included, and where it went
-        wall = r.get("wall_seconds") or {"total": time.perf_counter() - self.started, "proving": 0.0,
-                                         "steps": r["record"]["seconds"].get("total", 0.0)}
+        wall = r.wall_seconds or {"total": time.perf_counter() - self.started, "proving": 0.0,
+                                  "steps": r.record["seconds"].get("total", 0.0)}
         where = (f" (proving missing receipts {wall['proving']:.1f} s, the steps {wall['steps']:.2f} s)"
                  if wall["proving"] else "")
-        self._end(f"{r['status']}: {len(steps)} step(s) in {wall['total']:.1f} s{where}; record {r['record_path']}")
+        self._end(f"{r.status}: {len(steps)} step(s) in {wall['total']:.1f} s{where}; record {r.record_path}")
 
     def _failed(self, err) -> None:
         text = err.format() if hasattr(err, "format") else str(err)
@@ -359,22 +360,20 @@ class WorkflowView(QWidget):
         self.losses = []
         self.loss_curve.setData([], [])
         self._start(f"training {self.wf.name}…")
-        job = self.workers.submit("run", "train", path=str(self.path), out_dir=str(self.out_dir),
+        job = self.workers.submit("run", Kind.TRAIN, path=str(self.path), out_dir=str(self.out_dir),
                                   allow_unverified=self.allow_box.isChecked(), prove=self.prove_box.isChecked(),
                                   budget_s=600.0)
         self._wire(job, self._trained)
         return job
 
-    def _trained(self, r: dict) -> None:
+    def _trained(self, r) -> None:
+        """A training's report (services/workflows.py's TrainReport)."""
         # the curve grew live from the progress messages; the result's losses are the record's, exactly
         self.train_result = r
-        self.losses = [float(x) for x in r["losses"]]
+        self.losses = [float(x) for x in r.losses]
         self.loss_curve.setData(np.arange(1, len(self.losses) + 1), np.maximum(self.losses, 1e-30))
-        self.provenance.setPlainText("\n".join(r["lines"] + [
-            f"training  {r['status']}: {len(self.losses)} steps, optimizer {r['optimizer']}",
-            f"loss      {self.losses[0]:.4g} → {r['final_loss']:.4g}" if self.losses else "loss      (no step ran)",
-            f"checkpoint {r['checkpoint']}", f"record    {r['record_path']}"]))
-        self._end(f"trained: {r['status']}, final loss {r['final_loss']:.4g}")
+        self.provenance.setPlainText("\n".join(r.text_lines()))
+        self._end(f"trained: {r.status}, final loss {r.final_loss:.4g}")
 
     # ------------------------------------------------------------------ data-parallel training
     def _train_parallel(self):

@@ -8,7 +8,9 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+import msgspec
 import numpy as np
 
 from ..arrays import check_input
@@ -26,7 +28,9 @@ from ..proof.corpus import MAX_SEEDS, SEEDS
 from ..proof.gradcheck import DEFAULT_H, GradcheckReport
 from ..proof.gradcheck import gradcheck as run_gradcheck
 from ..proof.progressive import Stream
+from ..proof.tuning_record import tuning_line
 from ..records.reader import read_regular
+from .jsonable import as_dict
 from .proof_budget import ProofBudget
 from .verdicts import remembered_gradcheck
 
@@ -89,13 +93,91 @@ def _covers(old: dict, new: dict) -> bool:
 
 
 # ------------------------------------------------------------------ the use cases
-def check(ctx: Context, pkg: OpPackage) -> dict:
-    return check_package(ctx, pkg).to_json()
+def conformance_text(lines: list[str], receipt: str | None) -> list[str]:
+    """A conformance run's lines, and the receipt it earned where it earned one."""
+    return [*lines, f"  receipt   : {receipt}"] if receipt else list(lines)
+
+
+def gradcheck_text(lines: list[str], receipt: str | None) -> list[str]:
+    """A gradcheck's lines, and the receipt it earned where it earned one."""
+    return [*lines, f"  receipt  : {receipt}"] if receipt else list(lines)
+
+
+class CheckedReport(msgspec.Struct, kw_only=True):
+    """``check``'s report (`scellis check`, the Studio's live checks): the checker's verdict, its errors
+    and warnings as ``StudioError.to_dict`` gives them (``StudioError.from_dict`` reads them back)."""
+    op: str
+    hash: str
+    ok: bool
+    passed: list[str]
+    errors: list[dict[str, Any]]
+    warnings: list[dict[str, Any]]
+
+    def to_json(self) -> dict:
+        """`scellis check --json`."""
+        return as_dict(self)
+
+    def lines(self) -> list[str]:
+        """What `scellis check` prints."""
+        def shown(d: dict) -> str:
+            return StudioError.from_dict(d).format().replace("\n", "\n        ")
+        return [f"check  {self.op}  ({self.hash[:16]})", *(f"  ok    {s}" for s in self.passed),
+                *(f"  FAIL  {shown(e)}" for e in self.errors), *(f"  warn  {shown(w)}" for w in self.warnings),
+                "verdict: " + ("pass" if self.ok else f"FAIL ({len(self.errors)} error(s))")]
+
+
+def check(ctx: Context, pkg: OpPackage) -> CheckedReport:
+    return CheckedReport(**check_package(ctx, pkg).to_json())
+
+
+class ConformReport(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """``conform``'s report (`scellis conform`, the Studio's Conformance cell): the conformance report's
+    fields as ``ConformanceReport.to_json`` names them (``to_json`` is `scellis conform --json`), its
+    lines, and the receipt a pass earned (with the receipt itself, so the Studio shows it without
+    reading it back)."""
+    op: str
+    package_hash: str
+    tolerance: str
+    corpus: dict[str, Any]
+    gpu_profile: str
+    passed: int
+    failed: int
+    failing_classes: dict[str, Any]
+    failures: list[dict[str, Any]]
+    fails_when: Any = None
+    category_errors: list[str]
+    seconds: float
+    verdict: str                       # pass | fail
+    reproduce: Any
+    backward: Any
+    fold: Any
+    sizes: Any
+    coverage: Any
+    mutation: Any
+    timing: Any
+    races: Any
+    overrides: Any = None
+    receipt: str | None = None         # the receipt a pass earned (None: none)
+    lines: list[str]                   # report_lines, and what a failed receipt says
+    older_receipts: str | None = None  # receipts an older version left in the package folder (ignored)
+    receipt_doc: dict[str, Any] | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.verdict == "pass"
+
+    def to_json(self) -> dict:
+        """`scellis conform --json`: the conformance report and the receipt it earned."""
+        return as_dict(self, drop=("lines", "older_receipts", "receipt_doc"))
+
+    def text(self) -> list[str]:
+        """What `scellis conform` prints (the public API's ``Conformance.lines`` too)."""
+        return conformance_text(self.lines, self.receipt)
 
 
 def conform(ctx: Context, pkg: OpPackage, *, seed: int = 0, large: bool = False, case: int | None = None,
             receipt: bool = True, progress=None, mutants: int | None = None, on_failure=None,
-            seeds: int = SEEDS, note=None) -> dict:
+            seeds: int = SEEDS, note=None) -> ConformReport:
     """``on_failure(failure)``: called the moment the first failing case is judged (the rest run on).
     ``note(event)``: the verdicts told as they land (progressive.Stream: the worker's ``conform``).
     ``seeds``: at least SEEDS (a receipt is earned over that many; corpus.py)."""
@@ -106,17 +188,13 @@ def conform(ctx: Context, pkg: OpPackage, *, seed: int = 0, large: bool = False,
     with Stream(note, progress) as stream:
         rep = run_conformance(ctx, pkg, seed=seed, large=large, only_case=case, progress=stream.progress,
                               mutants=mutants, on_failure=on_failure or stream.on_failure, seeds=seeds)
-    out = rep.to_json()
-    older = receipts.legacy_note(pkg)
-    if older:
-        out["older_receipts"] = older
-    out["lines"] = report_lines(rep)
+    out = ConformReport(**rep.to_json(), lines=report_lines(rep), older_receipts=receipts.legacy_note(pkg))
     if receipt:
         path = earn_conformance_receipt(pkg, rep, full_corpus=case is None, seal=ctx.seal)
         if path is not None:      # the receipt with the report: the Studio shows it without reading it back
-            out["receipt"], out["receipt_doc"] = str(path), receipts.read_receipt(Path(path))
+            out.receipt, out.receipt_doc = str(path), receipts.read_receipt(Path(path))
         elif case is None:
-            out["lines"] += _failed_note(ctx, pkg, rep.ok)
+            out.lines += _failed_note(ctx, pkg, rep.ok)
     return out
 
 
@@ -135,15 +213,58 @@ def _failed_note(ctx: Context, pkg: OpPackage, passed: bool) -> list[str]:
             f"its kernel changes"]
 
 
+class GradcheckResult(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """``gradcheck``'s report (`scellis gradcheck`, the Studio's Gradcheck cell): the gradcheck
+    report's fields as ``GradcheckReport.to_json`` names them (``to_json`` is `scellis gradcheck
+    --json`), and the receipt it earned."""
+    op: str
+    hash: str
+    params: Any
+    shapes: Any
+    path: str
+    precision: str
+    h: Any
+    seed: Any
+    forward: Any
+    vjp: Any
+    subgradient: Any
+    tolerance: Any
+    tolerance_source: str
+    error_measure: str
+    kink_detection: Any
+    points: Any
+    counted: Any
+    skipped: Any
+    max_error: Any
+    negative_controls: list[dict[str, Any]]
+    verdict: str                       # pass | fail | inconclusive
+    why: str
+    exit_code: int
+    sites: Any
+    ties: Any
+    coverage: Any
+    lines: list[str]
+    probes: list[dict[str, Any]]
+    receipt: str | None = None         # the receipt it earned (None: none)
+
+    def to_json(self) -> dict:
+        """`scellis gradcheck --json`: the report with every probe, and the receipt."""
+        return as_dict(self)
+
+    def text(self) -> list[str]:
+        """What `scellis gradcheck` prints (the public API's ``Gradcheck.lines`` too)."""
+        return gradcheck_text(self.lines, self.receipt)
+
+
 def gradcheck(ctx: Context, pkg: OpPackage, *, params: dict | None = None, h: float | None = None, seed: int = 0,
-              tolerance: float | None = None, receipt: bool = True) -> dict:
+              tolerance: float | None = None, receipt: bool = True) -> GradcheckResult:
     rep = remembered_gradcheck(ctx, pkg, run_gradcheck, params=params, h=h or DEFAULT_H, seed=seed,
                                tolerance=tolerance)       # a kernel edit reuses it (verdicts.py)
-    out = rep.to_json()
+    out = GradcheckResult(**rep.to_json())
     if receipt:
         path = earn_gradcheck_receipt(pkg, rep, seal=ctx.seal)
         if path is not None:
-            out["receipt"] = str(path)
+            out.receipt = str(path)
     return out
 
 
@@ -236,34 +357,138 @@ def _require_proof(ctx: Context, pkg: OpPackage, *, progress, inputs: dict | Non
 
 def run(ctx: Context, pkg: OpPackage, *, inputs: dict | None = None, params: dict | None = None,
         budget_bytes: int | None = None, require_receipt: bool = False, progress=None, on_proof=None) -> dict:
-    """One op on the device. Inputs are checked against the signature first (dtype, domain: NaN
-    for a `finite` input is refused; an index outside its range or a broken CSR row pointer, at
+    """One op on the device: its outputs. Inputs are checked against the signature first (dtype, domain:
+    NaN for a `finite` input is refused; an index outside its range or a broken CSR row pointer, at
     these shapes and params), whoever calls: the CLI, the Studio, a workflow. ``on_proof(proof)``:
-    told, with ``require_receipt``, which receipt the run relies on (the CLI prints its line)."""
+    told, with ``require_receipt``, which receipt the run relies on."""
+    outs, proof, _tuning = _run(ctx, pkg, inputs or {}, params or {}, budget_bytes, require_receipt, progress)
+    if proof is not None and on_proof is not None:
+        on_proof(proof)
+    return outs
+
+
+def _run(ctx: Context, pkg: OpPackage, inputs: dict, params: dict, budget_bytes: int | None,
+         require_receipt: bool, progress) -> tuple[dict, Proof | None, dict]:
+    """The outputs, the Proof relied on (``require_receipt``, else None) and what ran of the tunable
+    overrides (``tuning.tuned``)."""
     for t in pkg.contract.signature.inputs:
-        if inputs and t.name in inputs:
+        if t.name in inputs:
             check_input(np.asarray(inputs[t.name]), t)
-    check_values(pkg.contract.signature, inputs or {}, params or {})
-    if require_receipt:
-        proof = require_proof(ctx, pkg, progress=progress, inputs=inputs or {}, params=params or {})
-        if on_proof is not None:
-            on_proof(proof)
+    check_values(pkg.contract.signature, inputs, params)
+    proof = require_proof(ctx, pkg, progress=progress, inputs=inputs, params=params) if require_receipt else None
     from .tuning import tuned       # a sealed tuning record's proven winner for this GPU profile, else the default
-    pkg, _ = tuned(ctx, pkg, params)
-    return run_op(ctx, pkg, inputs or {}, params or {}, budget_bytes=budget_bytes)
+    variant, tuning = tuned(ctx, pkg, params)
+    return run_op(ctx, variant, inputs, params, budget_bytes=budget_bytes), proof, tuning
 
 
-def verify_receipts(ctx: Context, pkg: OpPackage) -> list[dict]:
-    """Every receipt file of the package, judged for this GPU profile: path, status, problems."""
-    return [{"path": str(path), "status": v.status, "problems": list(v.problems),
-             **({"coverage": coverage.describe(v.receipt)} if isinstance(v.receipt, dict) else {})}
-            for path, v in receipts.judge_receipts(pkg, ctx.device.profile.id, ctx.seal)]
+class RunReport(msgspec.Struct, kw_only=True):
+    """``run``'s report (services/requests.py): the outputs, and what `scellis run` tells of them on
+    stderr, judged in the worker — the receipt the run relied on (``require_receipt``) or, without it,
+    the receipts' standing on this GPU profile (anything but ``valid`` earns a warning), and which
+    values of the op's tunable overrides ran (``tuning_record.tuned_for``'s account; {} without any)."""
+    op: str
+    outputs: dict[str, Any]
+    receipt: str                       # "valid", or why not: none, stale, failed, forged, foreign, malformed
+    relied: str | None = None          # with require_receipt: the Proof's line (the receipt relied on)
+    tuning: dict[str, Any] = msgspec.field(default_factory=dict)
+
+    def notes(self) -> list[str]:
+        """The lines `scellis run` prints on stderr: the receipt relied on, or the warning of an unproven
+        kernel; the tunable values that ran."""
+        out = [self.relied] if self.relied else []
+        if self.relied is None and self.receipt != "valid":
+            out.append(f"warning: {self.op} has no valid conformance receipt on this GPU profile ({self.receipt}); "
+                       f"running anyway — `scellis conform {self.op}` proves it")
+        line = tuning_line(self.op, self.tuning)
+        return out + ([line] if line else [])
+
+    def output_lines(self) -> list[str]:
+        """Each output's shape, dtype and first values (`scellis run` without --out)."""
+        return [f"{name}: shape {a.shape} {a.dtype}  {np.array2string(a.reshape(-1)[:8], precision=6)}"
+                + (" ..." if a.size > 8 else "") for name, a in self.outputs.items()]
 
 
-def profile(ctx: Context) -> dict:
+def run_report(ctx: Context, pkg: OpPackage, *, inputs: dict | None = None, params: dict | None = None,
+               budget_bytes: int | None = None, require_receipt: bool = False, progress=None) -> RunReport:
+    """The worker's ``run`` (`scellis run`, the Studio's signal source): ``run`` with its report."""
+    outs, proof, tuning = _run(ctx, pkg, inputs or {}, params or {}, budget_bytes, require_receipt, progress)
+    status = "valid" if proof is not None else receipts.local_status(pkg, ctx.device.profile.id, ctx.seal,
+                                                                      corpora=ctx.corpora)
+    return RunReport(op=pkg.id, outputs=outs, receipt=status, relied=proof.line() if proof else None,
+                     tuning=tuning)
+
+
+class ReceiptFound(msgspec.Struct, kw_only=True, frozen=True):
+    """One receipt file of an op, judged for this GPU profile."""
+    path: str
+    status: str                        # valid, failed, stale, forged, foreign, malformed
+    problems: list[str] = msgspec.field(default_factory=list)
+    coverage: list[str] = msgspec.field(default_factory=list)    # what it covers, in lines (coverage.describe)
+
+    def line(self) -> str:
+        return (f"{self.status:9s} {self.path}" + "".join(f"\n          - {p}" for p in self.problems)
+                + "".join(f"\n          {c}" for c in self.coverage))
+
+
+class ReceiptsReport(msgspec.Struct, kw_only=True):
+    """``receipts``' report (`scellis receipts`): every receipt file of the op, judged here, and the
+    note of receipts an older version left in the package folder (they are ignored)."""
+    op: str
+    status: str                        # the best of them (receipts.summarize): valid first, none for none
+    found: list[ReceiptFound]
+    older: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "valid"
+
+    def lines(self) -> list[str]:
+        if not self.found:
+            return [f"{self.op}: no receipts (run `scellis conform {self.op}`)"]
+        return [r.line() for r in self.found]
+
+
+def verify_receipts(ctx: Context, pkg: OpPackage) -> ReceiptsReport:
+    """Every receipt file of the package, judged for this GPU profile: path, status, problems (a
+    malformed one says why it does not read), what it covers."""
+    judged = receipts.judge_receipts(pkg, ctx.device.profile.id, ctx.seal, corpora=ctx.corpora)
+    return ReceiptsReport(op=pkg.id, status=receipts.summarize(judged), older=receipts.legacy_note(pkg), found=[
+        ReceiptFound(path=str(path), status=v.status, problems=list(v.problems) or _unreadable(path, v.status),
+                     coverage=coverage.describe(v.receipt) if isinstance(v.receipt, dict) else [])
+        for path, v in judged])
+
+
+def _unreadable(path: Path, status: str) -> list[str]:
+    """Why a malformed receipt file is not one ([] when it reads)."""
+    from .standing import why_unreadable
+    return why_unreadable(path) if status == "malformed" else []
+
+
+class ProfileReport(msgspec.Struct, kw_only=True):
+    """``profile``'s report (`scellis profile`, the Studio's GPU label): the GPU profile as
+    ``GpuProfile.to_json`` names it, and what confines a reference host on this kernel."""
+    id: str
+    backend: str
+    trusted_backend: bool
+    adapter: dict[str, Any]
+    wgpu_version: str
+    limits: dict[str, Any]
+    reference_host: dict[str, Any]
+
+    def to_json(self) -> dict:
+        """`scellis profile`."""
+        return as_dict(self)
+
+    def label(self) -> str:
+        """The Studio's status-bar line."""
+        a = self.adapter
+        return f"GPU: {a.get('device', '?')} [{a.get('backend_type', '')}] · profile {self.id}"
+
+
+def profile(ctx: Context) -> ProfileReport:
     """The GPU profile, and what confines a reference host on this kernel (docs/security.md)."""
     from ..trust.kernel import confinement
-    return {**ctx.device.profile.to_json(), "reference_host": confinement()}
+    return ProfileReport(**ctx.device.profile.to_json(), reference_host=confinement())
 
 
 def save_package(ctx: Context, path: str | Path, files: dict[str, bytes | str], *, op: str | None = None) -> str:

@@ -91,11 +91,11 @@ class ProofGate:
         if reasons:
             rep = actions.gradcheck(ctx, pkg, params=dict(params))
             self.gradchecks += 1
-            if rep["verdict"] != "pass":
+            if rep.verdict != "pass":
                 cmd = f"scellis gradcheck {pkg.root} {param_args(params)}".rstrip()
                 raise StudioError(f"{pkg.id}: its declared VJP has no passing gradcheck for this call "
-                                  f"({'; '.join(reasons)}), and gradcheck here gives {rep['verdict'].upper()}: "
-                                  f"{rep['why']}; no gradient is taken through it", file=str(pkg.manifest_path),
+                                  f"({'; '.join(reasons)}), and gradcheck here gives {rep.verdict.upper()}: "
+                                  f"{rep.why}; no gradient is taken through it", file=str(pkg.manifest_path),
                                   field="backward.text", hint=f"see the report: `{cmd}`")
         self._grads[key] = None
 

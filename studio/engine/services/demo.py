@@ -2,6 +2,10 @@
 from __future__ import annotations
 
 import time
+from typing import Any
+
+import msgspec
+import numpy as np
 
 from ..context import Context
 from ..grad.run import run_op
@@ -28,11 +32,35 @@ def spike_removal(ctx: Context, n: int = 1_000_000, w: int = 7, seed: int = 1, o
             "profile": ctx.device.profile}
 
 
-def demo(ctx: Context, *, n: int = 1_000_000, w: int = 7, seed: int = 1) -> dict:
-    """The worker's ``demo`` request (`scellis demo`): the job's proofs (their lines), the signal and
-    the median, and the GPU profile it ran on."""
+class DemoReport(msgspec.Struct, kw_only=True):
+    """``demo``'s report (`scellis demo`): the job's proofs (their lines), the signal and its median,
+    the ops that ran (id, content hash), the GPU profile (id, summary) and the two runs' seconds."""
+    x: Any                             # the spiky signal (an array)
+    y: Any                             # its windowed median (an array)
+    w: int
+    seconds: tuple[float, float]
+    proofs: list[str]
+    ops: list[tuple[str, str]]
+    profile: dict[str, str]
+
+    def spikes(self) -> int:
+        """Samples where the median departs from the input by more than 2 (the removed spikes)."""
+        x, y, h = np.asarray(self.x), np.asarray(self.y), self.w // 2
+        return int(np.sum(np.abs(x[h: len(x) - h] - y) > 2.0))
+
+    def lines(self) -> list[str]:
+        """What `scellis demo` prints before it draws the plot."""
+        return [*self.proofs, f"gpu   {self.profile['summary']} ({self.profile['id']})",
+                *(f"op    {op}  hash {h[:16]}" for op, h in self.ops),
+                f"ran   n = {len(self.x)}, w = {self.w}: source {self.seconds[0] * 1e3:.0f} ms, "
+                f"median {self.seconds[1] * 1e3:.0f} ms",
+                f"saw   {self.spikes()} samples where the median departs from the input by > 2 (the removed spikes)"]
+
+
+def demo(ctx: Context, *, n: int = 1_000_000, w: int = 7, seed: int = 1) -> DemoReport:
+    """The worker's ``demo`` request (`scellis demo`)."""
     proofs: list[str] = []
     r = spike_removal(ctx, n=n, w=w, seed=seed, on_proof=lambda p: proofs.append(p.line()))
     prof = r["profile"]
-    return {"x": r["x"], "y": r["y"], "w": r["w"], "seconds": r["seconds"], "proofs": proofs,
-            "ops": [(p.id, p.hash) for p in r["ops"]], "profile": {"id": prof.id, "summary": prof.summary}}
+    return DemoReport(x=r["x"], y=r["y"], w=r["w"], seconds=r["seconds"], proofs=proofs,
+                      ops=[(p.id, p.hash) for p in r["ops"]], profile={"id": prof.id, "summary": prof.summary})

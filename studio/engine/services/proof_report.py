@@ -15,6 +15,8 @@ import json
 import re
 from pathlib import Path
 
+import msgspec
+
 from ..context import Context
 from ..contract.package import OpPackage
 from ..errors import StudioError
@@ -28,6 +30,29 @@ from .reports import gradcheck as run_gradcheck
 SCHEMA = "scellis-proof-report/1"
 MAX_REPORT_BYTES = 16 << 20
 _DATA = re.compile(r'<script type="application/json" id="scellis-proof">(.*?)</script>', re.S)
+
+
+class ProofReport(msgspec.Struct, kw_only=True):
+    """The worker's ``report`` request: the op's id and its report page."""
+    op: str
+    html: str
+
+    def wrote(self, path) -> str:
+        """What the CLI prints and the Studio's status bar shows once the page is written."""
+        return f"wrote {path} (proof report of {self.op})"
+
+
+class ReportCheck(msgspec.Struct, kw_only=True):
+    """The worker's ``report_check`` request: whether every check passed, one line per check."""
+    ok: bool
+    lines: list[str]
+
+    def verdict(self) -> str:
+        return "verdict: " + ("the report holds here" if self.ok else "FAIL")
+
+    def text_lines(self) -> list[str]:
+        """The checks and the verdict, as the CLI prints them."""
+        return [*self.lines, self.verdict()]
 
 
 def _visible(page: str) -> str:
@@ -130,7 +155,7 @@ def check(ctx: Context, path: str | Path) -> tuple[bool, list[str]]:
     return ok, lines
 
 
-def report(ctx, pkg, *, progress=None) -> dict:
+def report(ctx, pkg, *, progress=None) -> ProofReport:
     """The worker's ``report`` request: the op proven first where no receipt covers it
     (``require_proof``: a failing op's report shows its failing case), then its report."""
     from .actions import PROOF_FAILED, require_proof
@@ -139,10 +164,10 @@ def report(ctx, pkg, *, progress=None) -> dict:
     except StudioError as e:
         if e.field != PROOF_FAILED:
             raise
-    return {"op": pkg.id, "html": build(ctx, pkg)}
+    return ProofReport(op=pkg.id, html=build(ctx, pkg))
 
 
-def check_json(ctx, *, path: str) -> dict:
+def check_json(ctx, *, path: str) -> ReportCheck:
     """The worker's ``report_check`` request: ``check`` as a report."""
     ok, lines = check(ctx, path)
-    return {"ok": ok, "lines": lines}
+    return ReportCheck(ok=ok, lines=lines)

@@ -14,6 +14,8 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+import msgspec
+
 from ..context import Context
 from ..contract.contract import build_contract
 from ..contract.manifest import read_manifest
@@ -35,6 +37,44 @@ from ..publish.ring import Rings
 from ..publish.visibility import RANK, check_visibility, require_shareable
 from .actions import earn_conformance_receipt, earn_gradcheck_receipt
 
+
+# ------------------------------------------------------------------ the worker's reports
+class PublishReport(msgspec.Struct, kw_only=True):
+    """The worker's ``publish`` request: the op, its folder and (new) content hash, what it is now,
+    and ``lines``, what was done (the CLI prints them; the Studio's dialog shows them)."""
+    op: str
+    path: str
+    hash: str
+    visibility: str
+    license: str | None
+    lines: list[str]
+    reproved: bool
+
+
+class CardReport(msgspec.Struct, kw_only=True):
+    """The worker's ``card`` request: the card's ``facts`` (publish/card.py's make_card: what
+    `scellis card --json` prints), and the card as ``text`` and as ``html``."""
+    facts: dict
+    text: str
+    html: str
+
+    def show(self, *, as_html: bool = False) -> str:
+        return self.html if as_html else self.text
+
+    def trust_line(self) -> str:
+        t = self.facts["trust"]
+        return f"trust: {t['level']} ({t['why']})"
+
+
+class VerifyHereReport(msgspec.Struct, kw_only=True):
+    """The worker's ``verify_here`` request: the proofs re-run here (``lines``), and the card after them."""
+    op: str
+    lines: list[str]
+    card: CardReport
+
+    def text_lines(self) -> list[str]:
+        """What the CLI prints and the Ring panel shows: the proofs, then the trust they earned."""
+        return [*self.lines, "  " + self.card.trust_line()]
 
 
 # ------------------------------------------------------------------ judging
@@ -61,6 +101,12 @@ def card(ctx: Context, pkg: OpPackage, *, profile_id: str | None = None, license
     c = make_card(pkg, profile_id=profile_id or ctx.device.profile.id, seal=ctx.seal, trust=ctx.trust, catalog=ctx.catalog,
                   licenses=licenses or Licenses())
     return {**c, "text": card_text(c), "html": card_html(c)}
+
+
+def card_report(ctx: Context, pkg: OpPackage) -> CardReport:
+    """The worker's ``card`` request: ``card`` for this device's GPU profile, as its report."""
+    c = card(ctx, pkg)
+    return CardReport(facts={k: v for k, v in c.items() if k not in ("text", "html")}, text=c["text"], html=c["html"])
 
 
 def spdx_list() -> Licenses:
@@ -93,7 +139,7 @@ def bar_for_edit(ctx: Context, pkg: OpPackage, updates: dict, *, profile_id: str
 
 # ------------------------------------------------------------------ publish
 def publish(ctx: Context, pkg: OpPackage, *, visibility: str, license: str | None = None,
-            profile_id: str | None = None, progress=None) -> dict:
+            profile_id: str | None = None, progress=None) -> PublishReport:
     lic = Licenses()
     check_visibility(visibility)
     profile_id = profile_id or ctx.device.profile.id
@@ -116,8 +162,8 @@ def publish(ctx: Context, pkg: OpPackage, *, visibility: str, license: str | Non
         lines.append("  note: copies already shared (in a ring, with colleagues) stay where they are")
     if new == old:
         lines.append("  op.toml already says so: nothing to write")
-        return {"op": pkg.id, "path": str(pkg.root), "hash": pkg.hash, "visibility": visibility,
-                "license": new_license, "lines": lines, "reproved": False}
+        return PublishReport(op=pkg.id, path=str(pkg.root), hash=pkg.hash, visibility=visibility,
+                             license=new_license, lines=lines, reproved=False)
     trusted = ctx.trust.status(pkg).ok
     new_hash = write_package(pkg.root, {MANIFEST: new})
     if trusted:                     # same code, new op.toml: the trust the old content had carries over
@@ -134,8 +180,8 @@ def publish(ctx: Context, pkg: OpPackage, *, visibility: str, license: str | Non
             raise
     elif visibility != "public":
         lines.append("  no valid receipt here yet: run `scellis conform` before the op can count as verified")
-    return {"op": pkg.id, "path": str(pkg.root), "hash": new_hash, "visibility": visibility,
-            "license": new_license, "lines": lines, "reproved": reproved}
+    return PublishReport(op=pkg.id, path=str(pkg.root), hash=new_hash, visibility=visibility,
+                         license=new_license, lines=lines, reproved=reproved)
 
 
 def reprove(ctx: Context, pkg: OpPackage, *, progress=None) -> list[str]:
@@ -157,10 +203,10 @@ def reprove(ctx: Context, pkg: OpPackage, *, progress=None) -> list[str]:
     return lines
 
 
-def verify_here(ctx: Context, pkg: OpPackage, *, progress=None) -> dict:
+def verify_here(ctx: Context, pkg: OpPackage, *, progress=None) -> VerifyHereReport:
     """Re-run the proofs on this machine (a fetched op counts as conformant only after this)."""
     lines = reprove(ctx, pkg, progress=progress)
-    return {"op": pkg.id, "lines": lines, "card": card(ctx, load_package(pkg.root), profile_id=ctx.device.profile.id)}
+    return VerifyHereReport(op=pkg.id, lines=lines, card=card_report(ctx, load_package(pkg.root)))
 
 
 # ------------------------------------------------------------------ fork

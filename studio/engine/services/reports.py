@@ -6,9 +6,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import msgspec
+
 from ..context import Context
 from ..contract.package import OpPackage
-from ..proof import coverage, receipts
 from ..proof import mutants as mutation
 from ..proof.conformance import ConformanceReport, report_lines
 from ..proof.conformance import conform as run_conformance
@@ -37,7 +38,7 @@ class Conformance:
         return "pass" if self.report.ok else "fail"
 
     def lines(self) -> list[str]:
-        return report_lines(self.report) + ([f"  receipt   : {self.receipt}"] if self.receipt else [])
+        return actions.conformance_text(report_lines(self.report), self.receipt)     # `scellis conform`'s
 
     def to_json(self) -> dict:
         return {**self.report.to_json(), "receipt": self.receipt}
@@ -64,7 +65,7 @@ class Gradcheck:
         return self.report.verdict
 
     def lines(self) -> list[str]:
-        return self.report.lines() + ([f"  receipt  : {self.receipt}"] if self.receipt else [])
+        return actions.gradcheck_text(self.report.lines(), self.receipt)             # `scellis gradcheck`'s
 
     def to_json(self) -> dict:
         return {**self.report.to_json(), "receipt": self.receipt}
@@ -99,10 +100,9 @@ class Receipt:
         return best[0]["path"] if best else None
 
     def lines(self) -> list[str]:
-        if not self.found:
-            return [f"{self.op}: no receipts (run `scellis conform {self.op}`)"]
-        return [f"{r['status']:9s} {r['path']}" + "".join(f"\n          - {p}" for p in r["problems"])
-                + "".join(f"\n          {c}" for c in r.get("coverage", [])) for r in self.found]
+        """The lines `scellis receipts` prints (its presenter: ``actions.ReceiptsReport.lines``)."""
+        return actions.ReceiptsReport(op=self.op, status=self.status,
+                                      found=[actions.ReceiptFound(**r) for r in self.found]).lines()
 
     def __str__(self) -> str:
         return "\n".join(self.lines())
@@ -143,11 +143,10 @@ def gradcheck(ctx: Context, pkg: OpPackage, *, params: dict | None = None, h: fl
 
 
 def receipt(ctx: Context, pkg: OpPackage) -> Receipt:
-    found = receipts.judge_receipts(pkg, ctx.device.profile.id, ctx.seal, corpora=ctx.corpora)
-    rows = [{"path": str(p), "status": v.status, "problems": list(v.problems),
-             "coverage": coverage.describe(v.receipt) if isinstance(v.receipt, dict) else []} for p, v in found]
-    rows.sort(key=lambda r: r["status"] != "valid")
-    return Receipt(pkg.id, receipts.summarize(found), rows)
+    """As `scellis receipts` judges them (``actions.verify_receipts``), the valid ones first."""
+    rep = actions.verify_receipts(ctx, pkg)
+    rows = sorted((msgspec.structs.asdict(r) for r in rep.found), key=lambda r: r["status"] != "valid")
+    return Receipt(pkg.id, rep.status, rows)
 
 
 def card(ctx: Context, pkg: OpPackage) -> Card:

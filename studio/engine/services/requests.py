@@ -191,13 +191,6 @@ def ping(ctx, *, sleep_s: float = 0.0) -> PingReport:
     return PingReport(os.getpid(), ctx.device.pipeline_count if ctx.has_device else 0)
 
 
-def run(ctx, pkg, *, note=None, progress=None, **kw) -> dict:
-    """``run``: with ``require_receipt``, the receipt the run relies on is told as a note (the CLI
-    prints it on stderr)."""
-    relied = None if note is None else (lambda proof: note({"kind": "proof", "text": proof.line()}))
-    return actions.run(ctx, pkg, progress=progress, on_proof=relied, **kw)
-
-
 @dataclass(frozen=True)
 class Entry:
     kind: str                      # a Kind (a test's own entries: any name)
@@ -211,29 +204,29 @@ class Entry:
 
 _P, _N = ("progress",), ("progress", "note")
 TABLE: dict[str, Entry] = {e.kind: e for e in (
-    Entry(Kind.RUN, RunArgs, run, dict, None, "op", _N),
-    Entry(Kind.CONFORM, ConformArgs, actions.conform, dict, 60.0, "op", _N),
-    Entry(Kind.CHECK, Target, actions.check, dict, 30.0, "op"),
-    Entry(Kind.GRADCHECK, GradcheckArgs, actions.gradcheck, dict, 60.0, "op"),
-    Entry(Kind.RECEIPTS, Target, actions.verify_receipts, list, 30.0, "op"),
-    Entry(Kind.PROFILE, NoArgs, actions.profile, dict),
-    Entry(Kind.DEMO, DemoArgs, demo.demo, dict, 120.0),
+    Entry(Kind.RUN, RunArgs, actions.run_report, actions.RunReport, None, "op", _P),
+    Entry(Kind.CONFORM, ConformArgs, actions.conform, actions.ConformReport, 60.0, "op", _N),
+    Entry(Kind.CHECK, Target, actions.check, actions.CheckedReport, 30.0, "op"),
+    Entry(Kind.GRADCHECK, GradcheckArgs, actions.gradcheck, actions.GradcheckResult, 60.0, "op"),
+    Entry(Kind.RECEIPTS, Target, actions.verify_receipts, actions.ReceiptsReport, 30.0, "op"),
+    Entry(Kind.PROFILE, NoArgs, actions.profile, actions.ProfileReport),
+    Entry(Kind.DEMO, DemoArgs, demo.demo, demo.DemoReport, 120.0),
     Entry(Kind.PING, PingArgs, ping, PingReport),
-    Entry(Kind.CATALOG, CatalogArgs, catalog_scan.catalog, list, 60.0),
+    Entry(Kind.CATALOG, CatalogArgs, catalog_scan.catalog, catalog_scan.CatalogReport, 60.0),
     Entry(Kind.REFERENCE, Target, reference_check.load, reference_check.ReferenceReport, 30.0),
-    Entry(Kind.TRY_RUN, TryRunArgs, trial.run_unproven, dict, 120.0, "op", _P),
-    Entry(Kind.TRY_REFERENCE, TryArgs, trial.run_reference, dict, 120.0, "op"),
-    Entry(Kind.OP_OUTPUT, OpOutputArgs, trying.op_output, dict, 120.0, "op", _P),
-    Entry(Kind.TUNE, TuneArgs, tuning.tune, dict, None, "op", _P),
-    Entry(Kind.SHARD_REPORT, ShardArgs, sharding.shard_report_json, dict, None, "ctx", _P),
-    Entry(Kind.REPORT, Target, proof_report.report, dict, 600.0, "op", _P),
-    Entry(Kind.REPORT_CHECK, PathArgs, proof_report.check_json, dict, 300.0),
-    Entry(Kind.PUBLISH, PublishArgs, publishing.publish, dict, 300.0, "op", _P),
-    Entry(Kind.CARD, Target, publishing.card, dict, 60.0, "op"),
-    Entry(Kind.VERIFY_HERE, Target, publishing.verify_here, dict, 300.0, "op", _P),
-    Entry(Kind.WORKFLOW_RUN, WorkflowRunArgs, wf.handle_run, dict, None, "req"),
-    Entry(Kind.WORKFLOW_VERIFY, VerifyArgs, wf.handle_verify, dict, None, "req"),
-    Entry(Kind.TRAIN, TrainArgs, wf.handle_train, dict, None, "req"),
+    Entry(Kind.TRY_RUN, TryRunArgs, trial.run_unproven, trial.TryReport, 120.0, "op", _P),
+    Entry(Kind.TRY_REFERENCE, TryArgs, trial.run_reference, trial.TryReport, 120.0, "op"),
+    Entry(Kind.OP_OUTPUT, OpOutputArgs, trying.op_output, trial.TryReport, 120.0, "op", _P),
+    Entry(Kind.TUNE, TuneArgs, tuning.tune, tuning.TuneReport, None, "op", _P),
+    Entry(Kind.SHARD_REPORT, ShardArgs, sharding.shard_report_json, sharding.ShardingReport, None, "ctx", _P),
+    Entry(Kind.REPORT, Target, proof_report.report, proof_report.ProofReport, 600.0, "op", _P),
+    Entry(Kind.REPORT_CHECK, PathArgs, proof_report.check_json, proof_report.ReportCheck, 300.0),
+    Entry(Kind.PUBLISH, PublishArgs, publishing.publish, publishing.PublishReport, 300.0, "op", _P),
+    Entry(Kind.CARD, Target, publishing.card_report, publishing.CardReport, 60.0, "op"),
+    Entry(Kind.VERIFY_HERE, Target, publishing.verify_here, publishing.VerifyHereReport, 300.0, "op", _P),
+    Entry(Kind.WORKFLOW_RUN, WorkflowRunArgs, wf.handle_run, wf.WorkflowRunReport, None, "req"),
+    Entry(Kind.WORKFLOW_VERIFY, VerifyArgs, wf.handle_verify, wf.VerifyResult, None, "req"),
+    Entry(Kind.TRAIN, TrainArgs, wf.handle_train, wf.TrainReport, None, "req"),
 )}
 BUDGETS = {k: e.budget_s for k, e in TABLE.items() if e.budget_s is not None}   # for the worker clients
 

@@ -7,8 +7,42 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import msgspec
+
 from ..context import Context
 from ..sharding.report import report_lines, shard_report
+
+
+class ShardingReport(msgspec.Struct, kw_only=True):
+    """The worker's ``shard_report`` request, a workflow's or a learner's (``kind``): whether every node
+    claimed exact was exact (``ok``), the warnings, the report as text (``lines``: what the CLI prints and
+    the Studio's Sharding dock shows) and ``measured``, the measurement itself (sharding/report.py's or
+    sharding/learner.py's to_json: the nodes, the replicas...). A workflow's ``unverified``: its steps
+    whose ops ran without a receipt here; a learner's ``file`` and ``name``."""
+    kind: str
+    ok: bool
+    warnings: list[str]
+    lines: list[str]
+    measured: dict
+    unverified: list[str] = msgspec.field(default_factory=list)
+    file: str | None = None
+    name: str | None = None
+
+    def to_json(self) -> dict:
+        """What `scellis shard-report --json` prints: the measurement with the report's own fields."""
+        if self.kind == "learner":
+            return self.measured | {"kind": "learner", "file": self.file, "name": self.name, "ok": self.ok,
+                                    "warnings": self.warnings}
+        return self.measured | {"kind": "workflow", "unverified": self.unverified}
+
+    def verdict(self) -> str:
+        if not self.ok:
+            return "a node claimed exact DIFFERS"
+        if self.unverified:
+            return (f"unverified: {len(self.unverified)} op(s) ran without a receipt on this GPU ("
+                    f"{', '.join(self.unverified)}); the claims hold as measured, but those numbers are not proven")
+        return "every claim verified"
+
 
 def is_learner(path: str | Path) -> bool:
     p = Path(path)
@@ -16,16 +50,16 @@ def is_learner(path: str | Path) -> bool:
 
 
 def shard_report_json(ctx: Context, path: str, replicas: int, *, allow_unverified: bool = False,
-                      steps: int | None = None, prove: bool = False, progress=None) -> dict:
+                      steps: int | None = None, prove: bool = False, progress=None) -> ShardingReport:
     if is_learner(path):
         from ..learner.system import load_system
         from ..sharding.learner import learner_lines, learner_run
         system = load_system(path)
         run = learner_run(system, replicas, steps)
         ok = all(m.get("bitwise_steps", m["steps"]) == m["steps"] for m in run.nodes.values())
-        return run.to_json() | {"kind": "learner", "file": str(path), "name": system.name, "ok": ok,
-                                "warnings": [run.warning] if run.warning else [],
-                                "lines": learner_lines(system.name, run)}
+        return ShardingReport(kind="learner", ok=ok, warnings=[run.warning] if run.warning else [],
+                              lines=learner_lines(system.name, run), measured=run.to_json(), file=str(path),
+                              name=system.name)
     proofs = []
     if prove:       # earn the missing receipts first, as `scellis workflow run --prove` does
         from ..workflow.plan import make_plan
@@ -43,4 +77,5 @@ def shard_report_json(ctx: Context, path: str, replicas: int, *, allow_unverifie
     if unverified:
         lines.append(f"unverified    {', '.join(unverified)}: ran without a valid conformance receipt on this GPU "
                      "profile (allowed for this report); their numbers are not proven")
-    return rep.to_json() | {"kind": "workflow", "lines": proofs + lines, "unverified": unverified}
+    return ShardingReport(kind="workflow", ok=rep.ok, warnings=list(rep.warnings), lines=proofs + lines,
+                          measured=rep.to_json(), unverified=unverified)

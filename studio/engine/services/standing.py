@@ -27,11 +27,6 @@ def receipt_status(pkg: OpPackage, profile_id: str, seal: Seal | None = None) ->
     return receipts.local_status(pkg, profile_id, seal)
 
 
-def older_receipts_note(pkg: OpPackage) -> str | None:
-    """One line when an older version left receipts in the package folder (they are ignored)."""
-    return receipts.legacy_note(pkg)
-
-
 def why_unreadable(path: str | Path) -> list[str]:
     """Why a receipt file is not one (the worker reports the status only); [] when it reads."""
     try:

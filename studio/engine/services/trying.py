@@ -34,7 +34,7 @@ def param_specs(signature_text: str) -> list[tuple[str, int, int, int]]:
     return out
 
 
-def op_output(ctx: Context, pkg: OpPackage, *, n: int = 1_000_000, seed: int = 1, progress=None) -> dict:
+def op_output(ctx: Context, pkg: OpPackage, *, n: int = 1_000_000, seed: int = 1, progress=None) -> trial.TryReport:
     """Another op's output, to feed an input: ``pkg`` runs on the spiky signal of ``n`` samples (its
     first input; any other inputs get the same signal) at its default parameters — proven or not,
     as ``trial.run_unproven`` says."""

@@ -11,24 +11,82 @@ The parameter class of a tuning is the parameters it was timed with (``w=7``), o
 were given; a run uses its own class's winner, else ``*``'s, else the declared default."""
 from __future__ import annotations
 
+from typing import Any
+
+import msgspec
+
 from ..context import Context
 from ..contract.package import OpPackage
 from ..errors import StudioError
 from ..proof import tuning as proof_tuning
 from ..proof.tuning_record import (SCHEMA, class_key, read_tuning, record_path, tuned_for,
-                                   tuning_line, values_text)
-from ..records.seal import Seal
+                                   values_text)
 from ..records.writer import write_record
+from .jsonable import as_dict
 
+
+
+class TuneCandidate(msgspec.Struct, kw_only=True):
+    """One candidate of the tunable overrides: proven (then timed, median seconds per size) or not."""
+    values: dict[str, Any]
+    proven: bool = False
+    cases: int = 0
+    failure: str | None = None          # the first failing case of a candidate that failed
+    seconds: list[float] = msgspec.field(default_factory=list)
+
+    def line(self, winner: dict | None, default: dict) -> str:
+        if not self.proven:
+            return f"  {values_text(self.values):<14} FAILS conformance: never timed, never chosen: {self.failure}"
+        ms = " + ".join(f"{s * 1e3:.2f}" for s in self.seconds)
+        mark = "  <- winner" if self.values == winner else ""
+        mark += "  (declared default)" if self.values == default else ""
+        return f"  {values_text(self.values):<14} proven ({self.cases} cases)  {ms} ms{mark}"
+
+
+class TuneReport(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """``tune``'s report (`scellis tune`, the Studio's Tune panel); ``to_json`` is `scellis tune --json`."""
+    op: str
+    hash: str
+    params: dict[str, Any]
+    sizes: list[int]
+    default: dict[str, Any]
+    winner: dict[str, Any] | None
+    candidates: list[TuneCandidate]
+    profile: str
+    klass: str = msgspec.field(name="class")    # the parameter class it was timed for (``*``: none given)
+    repeats: int
+    record: str | None = None           # the tuning record written (None: none)
+
+    def to_json(self) -> dict:
+        return as_dict(self)
+
+    def lines(self) -> list[str]:
+        """What `scellis tune` prints, and the Tune panel's text."""
+        lines = [f"tune {self.op} ({self.hash[:16]}) on GPU profile {self.profile}: class {self.klass}, "
+                 f"sizes {', '.join(map(str, self.sizes))}, median of {self.repeats} calls"]
+        lines += [c.line(self.winner, self.default) for c in self.candidates]
+        totals = {values_text(c.values): sum(c.seconds) for c in self.candidates if c.proven and c.seconds}
+        if self.winner is None:
+            lines.append("no candidate passes conformance: nothing recorded; the declared default still runs unproven")
+            return lines
+        w, d = totals[values_text(self.winner)], totals.get(values_text(self.default))
+        ratio = f" (declared {values_text(self.default)}: {d * 1e3:.2f} ms; tuned/declared {w / d:.2f})" if d else ""
+        lines.append(f"winner: {values_text(self.winner)}: {w * 1e3:.2f} ms{ratio}")
+        if self.record:
+            lines.append(f"record: {self.record}")
+        return lines
 
 
 def tune(ctx: Context, pkg: OpPackage, *, params: dict | None = None, sizes=None, repeats: int | None = None,
-         seed: int = 0, only: dict | None = None, record: bool = True, progress=None) -> dict:
+         seed: int = 0, only: dict | None = None, record: bool = True, progress=None) -> TuneReport:
     sizes = list(sizes or proof_tuning.DEFAULT_SIZES)
     repeats = repeats or proof_tuning.DEFAULT_REPEATS
     res = proof_tuning.tune(ctx, pkg, params=params, sizes=sizes, repeats=repeats, seed=seed, only=only,
                             progress=progress)
-    out = res.to_json() | {"profile": ctx.device.profile.id, "class": class_key(res.params), "repeats": repeats}
+    body = res.to_json()
+    out = TuneReport(**{k: body[k] for k in ("op", "hash", "params", "sizes", "default", "winner")},
+                     candidates=[TuneCandidate(**c) for c in body["candidates"]], profile=ctx.device.profile.id,
+                     klass=class_key(res.params), repeats=repeats)
     winner = res.winner
     if record and winner is not None:
         try:
@@ -36,37 +94,13 @@ def tune(ctx: Context, pkg: OpPackage, *, params: dict | None = None, sizes=None
         except StudioError:                   # a refused record is replaced, never merged
             old = None
         classes = dict(old["classes"]) if old else {}
-        classes[out["class"]] = {"params": res.params, "sizes": res.sizes, "repeats": repeats,
-                                 "winner": dict(winner.values), "candidates": [c.to_json() for c in res.candidates]}
+        classes[out.klass] = {"params": res.params, "sizes": res.sizes, "repeats": repeats,
+                              "winner": dict(winner.values), "candidates": [c.to_json() for c in res.candidates]}
         body = {"schema": SCHEMA, "op": pkg.id, "package_hash": pkg.hash, "profile": ctx.device.profile.id,
                 "classes": classes}
-        out["record"] = str(write_record(record_path(pkg, ctx.device.profile.id, ctx.seal), body, ctx.seal,
-                                         what="the tuning record"))
-    out["lines"] = tune_lines(out)
+        out.record = str(write_record(record_path(pkg, ctx.device.profile.id, ctx.seal), body, ctx.seal,
+                                      what="the tuning record"))
     return out
-
-
-def tune_lines(out: dict) -> list[str]:
-    lines = [f"tune {out['op']} ({out['hash'][:16]}) on GPU profile {out['profile']}: class {out['class']}, "
-             f"sizes {', '.join(map(str, out['sizes']))}, median of {out['repeats']} calls"]
-    for c in out["candidates"]:
-        if c["proven"]:
-            ms = " + ".join(f"{s * 1e3:.2f}" for s in c["seconds"])
-            mark = "  <- winner" if c["values"] == out["winner"] else ""
-            mark += "  (declared default)" if c["values"] == out["default"] else ""
-            lines.append(f"  {values_text(c['values']):<14} proven ({c['cases']} cases)  {ms} ms{mark}")
-        else:
-            lines.append(f"  {values_text(c['values']):<14} FAILS conformance: never timed, never chosen: {c['failure']}")
-    totals = {values_text(c["values"]): sum(c["seconds"]) for c in out["candidates"] if c["proven"] and c["seconds"]}
-    if out["winner"] is None:
-        lines.append("no candidate passes conformance: nothing recorded; the declared default still runs unproven")
-        return lines
-    w, d = totals[values_text(out["winner"])], totals.get(values_text(out["default"]))
-    ratio = f" (declared {values_text(out['default'])}: {d * 1e3:.2f} ms; tuned/declared {w / d:.2f})" if d else ""
-    lines.append(f"winner: {values_text(out['winner'])}: {w * 1e3:.2f} ms{ratio}")
-    if out.get("record"):
-        lines.append(f"record: {out['record']}")
-    return lines
 
 
 def tuned(ctx: Context, pkg: OpPackage, params: dict | None = None) -> tuple[OpPackage, dict]:
@@ -74,9 +108,3 @@ def tuned(ctx: Context, pkg: OpPackage, params: dict | None = None) -> tuple[OpP
     runs: ``{"values", "source": "tuned" | "declared", "proven", "why"}``. Without a tunable, the
     package as it is; without a record, or with one refused, the declared default."""
     return tuned_for(pkg, ctx.device.profile.id, ctx.seal, params)
-
-
-def run_tuning_line(pkg: OpPackage, profile_id: str, params: dict | None = None) -> str | None:
-    """What `scellis run` says of the values it ran (the user folder's seal; no device needed)."""
-    from ..home import studio_home
-    return tuning_line(pkg.id, tuned_for(pkg, profile_id, Seal(studio_home()), params)[1])

@@ -13,6 +13,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+import msgspec
 import numpy as np
 
 from ..arrays import check_writable, save_array
@@ -37,6 +38,107 @@ from .actions import earn_gradcheck_receipt, require_proof
 from .outputs import refuse_install
 
 # the device worker's requests workflow_run, workflow_verify and train: services/requests.py
+
+
+# ------------------------------------------------------------------ the worker's reports
+class WorkflowRunReport(msgspec.Struct, kw_only=True):
+    """The worker's ``workflow_run`` request (``run_workflow``'s result): the record written and where,
+    the proofs earned first, the wall time (``total``, ``proving``, ``steps``), each plot's series
+    (already cut to its window: the front end draws them), the data sinks written, the spike report
+    and its lines, and, with ``all_outputs``, every wire's array."""
+    workflow: str
+    status: str
+    record_path: str
+    record: dict
+    proofs: list[str]
+    wall_seconds: dict
+    plots: list[dict]
+    written: list[str]
+    report: dict | None
+    report_lines: list[str]
+    lines: list[str]
+    arrays: dict | None = None
+
+    def text_lines(self) -> list[str]:
+        """The run as text (the CLI prints it; the Studio's provenance view shows it)."""
+        return self.proofs + self.lines + self.report_lines
+
+    def in_all(self) -> str | None:
+        """The wall time with the proving in it, where there was proving (the run's own time leaves it out)."""
+        w = self.wall_seconds
+        if not w.get("proving"):
+            return None
+        return f"in all    {w['total']:.1f} s: proving missing receipts {w['proving']:.1f} s, the run {w['steps']:.2f} s"
+
+    def files(self) -> list[str]:
+        return self.written + [p["file"] for p in self.plots] + [self.record_path]
+
+    def to_json(self, out_dir) -> dict:
+        """What `scellis workflow run --json` prints (the plots by file; the arrays stay out)."""
+        return {"workflow": self.workflow, "status": self.status, "record_path": self.record_path, "report": self.report,
+                "written": self.written, "lines": self.lines, "plots": [p["file"] for p in self.plots],
+                "out_dir": str(out_dir)}
+
+
+class VerifyResult(msgspec.Struct, kw_only=True):
+    """The worker's ``workflow_verify`` request (workflow/provenance.py's VerifyReport.to_json): whether
+    every step reproduces, the notes and problems, each step's recorded and present hashes, and ``lines``
+    (what the CLI prints and the Studio shows)."""
+    workflow: str
+    ok: bool
+    notes: list[str]
+    problems: list[str]
+    steps: list[dict]
+    lines: list[str]
+
+
+class TrainReport(msgspec.Struct, kw_only=True):
+    """The worker's ``train`` request (``train``'s result): the losses, the parameters learned (arrays),
+    the ladder of rungs, the memory, the comparison of two rungs (``compare``), the checkpoint and the
+    record written, and ``lines`` (the proofs earned first)."""
+    workflow: str
+    status: str
+    losses: list[float]
+    final_loss: float
+    fall: float
+    params: dict
+    ladder: list
+    memory: list
+    comparison: dict | None
+    checkpoint: str
+    record_path: str
+    seconds: float
+    lines: list[str]
+    optimizer: str
+
+    def to_json(self) -> dict:
+        """What `scellis train --json` prints (the parameters as lists)."""
+        out = {k: v for k, v in msgspec.structs.asdict(self).items() if k != "params"}
+        return out | {"params": {k: np.asarray(v).tolist() for k, v in self.params.items()}}
+
+    def text_lines(self) -> list[str]:
+        """The training as text: the proofs earned, the ladder, the loss curve every tenth, the final loss,
+        the parameters, the comparison and the files written (the CLI prints it; the Studio shows it)."""
+        losses = self.losses
+        every = max(1, len(losses) // 10)
+        out = self.lines + ["ladder"] + [f"  {line}" for line in self.ladder]
+        out += [f"  {ln}" for m in self.memory if m["rung"] == "composite" for ln in m["lines"]]
+        out += [f"step {k + 1:5d}  loss {losses[k]:.6g}" for k in range(0, len(losses), every)]
+        out.append(f"final      loss {self.final_loss:.6g}: fell {self.fall:.1f}x from {losses[0]:.6g} in "
+                   f"{len(losses)} steps ({self.seconds:.1f} s)" if losses else "final      (no step ran)")
+        out.append("params     " + "; ".join(f"{k} = {[round(float(v), 4) for v in np.asarray(a).reshape(-1)]}"
+                                             for k, a in self.params.items()))
+        return out + self.comparison_lines() + [f"checkpoint {self.checkpoint}", f"record     {self.record_path}"]
+
+    def comparison_lines(self) -> list[str]:
+        c = self.comparison
+        if not c:
+            return []
+        ops = " vs ".join(x["op"] for x in c["rungs"])
+        out = [f"compare    {ops}: gradients {'bit for bit equal' if c['bitwise_equal'] else 'differ'} "
+               f"(max |difference| {max(c['max_abs_difference'].values()):.3g}); memory {c['memory_ratio_bytes']:.2f}x "
+               f"in all, {c['memory_ratio_allocated']:.2f}x allocated beyond the inputs"]
+        return out + [f"  {ln}" for rung in c["rungs"] if rung["memory"] for ln in rung["memory"]["lines"]]
 
 
 def _target(out_dir: Path, path: str | Path) -> Path:
@@ -338,13 +440,14 @@ def _announcing(req):
     return on_event
 
 
-def handle_run(req, *, path: str, **kw):
-    return run_workflow(req.ctx, path, progress=req.progress, on_event=_announcing(req), on_note=req.note, **kw)
+def handle_run(req, *, path: str, **kw) -> WorkflowRunReport:
+    return WorkflowRunReport(**run_workflow(req.ctx, path, progress=req.progress, on_event=_announcing(req),
+                                            on_note=req.note, **kw))
 
 
-def handle_verify(req, *, record: str):
-    return verify(req.ctx, record, progress=req.progress, on_event=_announcing(req))
+def handle_verify(req, *, record: str) -> VerifyResult:
+    return VerifyResult(**verify(req.ctx, record, progress=req.progress, on_event=_announcing(req)))
 
 
-def handle_train(req, *, path: str, **kw):
-    return train(req.ctx, path, progress=req.progress, **kw)
+def handle_train(req, *, path: str, **kw) -> TrainReport:
+    return TrainReport(**train(req.ctx, path, progress=req.progress, **kw))

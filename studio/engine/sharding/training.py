@@ -213,10 +213,10 @@ def divisor_line(replicas: int, bf16_nodes: list[str]) -> tuple[str, str | None]
 
 
 class Trainer:
-    """The driver: owners (``call(method, args per owner)`` → their results, in owner order), the
+    """The driver: owners (``call(Replica.method, args per owner)`` → their results, in owner order), the
     replicas' fixed split, the ordered combine, the update, the per-step shard report."""
 
-    def __init__(self, ctx: Context, replica: Replica, owners: int, call: Callable[[str, list], list],
+    def __init__(self, ctx: Context, replica: Replica, owners: int, call: Callable[[Callable, list], list],
                  *, precision: str = "bf16"):
         self.ctx, self.local, self.call = ctx, replica, call
         self.wf, self.tr = replica.wf, replica.wf.train
@@ -237,7 +237,7 @@ class Trainer:
         t0 = time.perf_counter()
         n = self.tr.batch // self.tr.replicas
         reps = [rows[r * n:(r + 1) * n] for r in range(self.tr.replicas)]
-        got = self.call("gradients", [(self.params, [reps[r] for r in share]) for share in self.shares])
+        got = self.call(Replica.gradients, [(self.params, [reps[r] for r in share]) for share in self.shares])
         t1 = time.perf_counter()
         results = [res for owner in got for res in owner]              # replica order: owners hold contiguous shares
         owner_s = max(sum(x["seconds"] for x in owner) for owner in got)
@@ -287,7 +287,7 @@ class Trainer:
         padded = np.concatenate([rows, rows[:pad]]) if pad else rows
         chunks = [padded[i:i + n] for i in range(0, len(padded), n)]
         per = [chunks[i::self.owners] for i in range(self.owners)]     # round robin: owner o takes chunks o, o+O, …
-        got = self.call("predict", [(self.params, c) for c in per])
+        got = self.call(Replica.predict, [(self.params, c) for c in per])
         preds = [None] * len(chunks)
         for o, res in enumerate(got):
             for j, p in enumerate(res):
@@ -364,7 +364,8 @@ class DaskOwners:
                    for o, a in enumerate(self.addresses)]
         self.actors = [f.result() for f in futures]
 
-    def call(self, method: str, args: list) -> list:
-        """``method`` on every owner at once, each with its arguments; the results in owner order."""
-        futures = [getattr(a, method)(*x) for a, x in zip(self.actors, args)]
+    def call(self, method: Callable, args: list) -> list:
+        """``method`` (a Replica method) on every owner's actor at once, each with its arguments; the
+        results in owner order."""
+        futures = [getattr(a, method.__name__)(*x) for a, x in zip(self.actors, args)]
         return [f.result() for f in futures]

@@ -7,6 +7,7 @@ import errno
 import os
 from dataclasses import dataclass
 
+import msgspec
 import numpy as np
 
 from ..errors import StudioError
@@ -23,9 +24,10 @@ class Shared:
 
 
 def pack(obj, segments: list):
-    """Replace large arrays (anywhere in dicts, lists, tuples) by shared-memory segments. All or
-    nothing: when a segment cannot be created or filled (no room in /dev/shm, too many open files)
-    every segment this call created is unlinked and a StudioError says so; ``segments`` is as it was."""
+    """Replace large arrays (anywhere in dicts, lists, tuples, msgspec Structs: services/requests.py's
+    reports) by shared-memory segments. All or nothing: when a segment cannot be created or filled
+    (no room in /dev/shm, too many open files) every segment this call created is unlinked and a
+    StudioError says so; ``segments`` is as it was."""
     start = len(segments)
     try:
         return _pack(obj, segments, "")
@@ -46,7 +48,14 @@ def _pack(obj, segments: list, where: str):
         return {k: _pack(v, segments, f"{where}.{k}" if where else str(k)) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
         return type(obj)(_pack(v, segments, f"{where}[{i}]") for i, v in enumerate(obj))
+    if isinstance(obj, msgspec.Struct):
+        return _fields(obj, lambda k, v: _pack(v, segments, f"{where}.{k}" if where else k))
     return obj
+
+
+def _fields(obj: msgspec.Struct, fn) -> msgspec.Struct:
+    """A copy with ``fn(name, value)`` for each field (not validated again: arrays are typed ``Any``)."""
+    return msgspec.structs.replace(obj, **{k: fn(k, getattr(obj, k)) for k in obj.__struct_fields__})
 
 
 def _segment(size: int, what: str):
@@ -134,6 +143,8 @@ def unpack(obj, *, unlink: bool):
         return {k: unpack(v, unlink=unlink) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
         return type(obj)(unpack(v, unlink=unlink) for v in obj)
+    if isinstance(obj, msgspec.Struct):
+        return _fields(obj, lambda _k, v: unpack(v, unlink=unlink))
     return obj
 
 
@@ -153,3 +164,6 @@ def discard(obj) -> None:
     elif isinstance(obj, (list, tuple)):
         for v in obj:
             discard(v)
+    elif isinstance(obj, msgspec.Struct):
+        for k in obj.__struct_fields__:
+            discard(getattr(obj, k))
