@@ -52,8 +52,8 @@ def test_survivors_are_shown_and_an_equivalent_one_can_be_acknowledged(ctx, tmp_
 
 def test_the_conformance_cell_shows_the_score_and_names_the_survivors():
     from studio.app.panels.conformance import mutation_line
-    report = {"mutation": {"total": 8, "killed": 6, "acknowledged": [{"id": "a"}],
-                           "survivors": [{"id": "b", "description": "line 16:11: `>` -> `>=` (comparison)"}]}}
-    line = mutation_line(report)
+    mut = {"total": 8, "killed": 6, "acknowledged": [{"id": "a"}],
+           "survivors": [{"id": "b", "description": "line 16:11: `>` -> `>=` (comparison)"}]}
+    line = mutation_line(mutants.lines(mut))            # the engine's lines, as `scellis conform` prints them
     assert "6 of 7" in line and "1 acknowledged" in line and "cannot tell these apart" in line and "16:11" in line
-    assert mutation_line({}) == ""
+    assert mutation_line([]) == "" and mutation_line(mutants.lines({})) == ""

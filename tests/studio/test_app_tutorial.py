@@ -413,6 +413,7 @@ def step_6(f: Follow) -> None:
     qtbot.waitUntil(lambda: panel.run_button.isEnabled() and panel.chip.text() in ("PASS", "FAIL", "error"),
                     timeout=50_000)
     assert panel.chip.text() == "PASS", panel.summary.text()
+    assert "killed by the corpus" in panel.summary.text()          # the mutation score, as the engine words it
     assert panel.receipt_chip.text() == "receipt ✔"
     receipts = list(receipt_dir(load_package(pkg_dir)).glob("*.json"))
     assert len(receipts) == 1

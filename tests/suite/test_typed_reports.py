@@ -82,6 +82,7 @@ def test_the_reports_cross_a_real_worker_as_their_structs(tmp_path):
         assert isinstance(conformed, actions.ConformReport) and conformed.ok and conformed.passed == 1
         assert conformed.receipt is None and conformed.text() == conformed.lines
         assert list(conformed.to_json())[:3] == ["op", "package_hash", "tolerance"] and "lines" not in conformed.to_json()
+        assert conformed.mutation_lines == [] and "mutation_lines" not in conformed.to_json()   # no mutants for one case
         grad = c.call(Kind.GRADCHECK, target="core/signal/clip@1", receipt=False)
         assert isinstance(grad, actions.GradcheckResult) and grad.verdict == "pass" and grad.exit_code == 0
         assert grad.text() == grad.lines and grad.to_json()["probes"] and "receipt" not in grad.to_json()

@@ -64,7 +64,8 @@ class ConformanceController(ProofController):
         sent it with the report (``receipt_doc``, checked as it was read there). The panel shows the
         report in its JSON form (``ConformReport.to_json``, as `scellis conform --json` prints it)."""
         issued = rep.receipt if rep.ok else None
-        self.panel.show_report(rep.to_json(), rep.receipt_doc if issued else None, issued)
+        self.panel.show_report(rep.to_json(), rep.receipt_doc if issued else None, issued,
+                               mutation_lines=rep.mutation_lines)
         self.finished.emit(rep)
 
 

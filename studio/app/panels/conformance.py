@@ -8,6 +8,7 @@ the receipt follow as they land, each marked pending until then (``stages``); th
 is the Gradcheck cell's verdict on this content, when it has one (the document view tells it)."""
 from __future__ import annotations
 
+import html
 import json
 import time
 
@@ -51,19 +52,16 @@ def timing_line(timing: dict | None) -> str:
     return f"time — {timing['line']}" if timing and timing.get("line") else ""
 
 
-def mutation_line(report: dict) -> str:
-    """The mutation score (docs/verification.md, "Mutation score"), with the survivors named."""
-    mut = report.get("mutation")
-    if not isinstance(mut, dict) or "killed" not in mut:
-        return ""
-    judged = mut.get("total", 0) - len(mut.get("acknowledged") or [])
-    line = f"mutants: <b>{mut['killed']} of {judged}</b> killed by the corpus"
-    if mut.get("acknowledged"):
-        line += f" ({len(mut['acknowledged'])} acknowledged equivalent)"
-    if mut.get("survivors"):
-        line += ("<br><span style='color:{}'>your corpus cannot tell these apart from your kernel: {}</span>"
-                 .format(colour("error"), "; ".join(s.get("description", s.get("id", "")) for s in mut["survivors"])))
-    return line
+def mutation_line(lines: list[str]) -> str:
+    """The mutation score (docs/verification.md, "Mutation score") as the engine presents it (the
+    report's ``mutation_lines``, proof/mutants.py ``lines``: `scellis conform` prints the same
+    lines), the survivors in the error colour."""
+    shown = []
+    for ln in lines:
+        text = html.escape(" ".join(ln.split()))
+        bad = ln.lstrip().startswith("survivors") or ln.startswith(" " * 14)
+        shown.append(f"<span style='color:{colour('error')}'>{text}</span>" if bad else text)
+    return "<br>".join(shown)
 
 
 STAGES = ("forward", "backward", "mutation score", "receipt", "gradcheck")
@@ -303,7 +301,8 @@ class ConformancePanel(JobPanel):
         self.stages = {}
         self.stages_label.setVisible(False)
 
-    def show_report(self, report: dict, receipt: dict | None = None, receipt_path: str | None = None) -> None:
+    def show_report(self, report: dict, receipt: dict | None = None, receipt_path: str | None = None,
+                    mutation_lines: list[str] = ()) -> None:
         self.report, self.receipt = report, receipt
         total = int(report.get("corpus", {}).get("cases", report.get("passed", 0) + report.get("failed", 0)))
         self.progress.setRange(0, max(total, 1))
@@ -320,7 +319,7 @@ class ConformancePanel(JobPanel):
             f"{report.get('gpu_profile')}; tolerance <b>{report.get('tolerance')}</b>"
             + (f"<br>failing classes — {classes}" if classes else "")
             + (f"<br>{timing_line(report.get('timing'))}" if report.get("timing") else "")
-            + (f"<br>{mutation_line(report)}" if mutation_line(report) else "")
+            + (f"<br>{mutation_line(mutation_lines)}" if mutation_lines else "")
             + "".join(f"<br><span style='color:{colour('error')}'>category: {c}</span>"
                       for c in report.get("category_errors", [])))
         fails = report.get("failures", [])

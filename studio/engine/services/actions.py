@@ -159,6 +159,7 @@ class ConformReport(msgspec.Struct, kw_only=True, omit_defaults=True):
     overrides: Any = None
     receipt: str | None = None         # the receipt a pass earned (None: none)
     lines: list[str]                   # report_lines, and what a failed receipt says
+    mutation_lines: list[str] = msgspec.field(default_factory=list)   # the mutation score's own lines (mutants.lines)
     older_receipts: str | None = None  # receipts an older version left in the package folder (ignored)
     receipt_doc: dict[str, Any] | None = None
 
@@ -168,7 +169,7 @@ class ConformReport(msgspec.Struct, kw_only=True, omit_defaults=True):
 
     def to_json(self) -> dict:
         """`scellis conform --json`: the conformance report and the receipt it earned."""
-        return as_dict(self, drop=("lines", "older_receipts", "receipt_doc"))
+        return as_dict(self, drop=("lines", "mutation_lines", "older_receipts", "receipt_doc"))
 
     def text(self) -> list[str]:
         """What `scellis conform` prints (the public API's ``Conformance.lines`` too)."""
@@ -188,7 +189,8 @@ def conform(ctx: Context, pkg: OpPackage, *, seed: int = 0, large: bool = False,
     with Stream(note, progress) as stream:
         rep = run_conformance(ctx, pkg, seed=seed, large=large, only_case=case, progress=stream.progress,
                               mutants=mutants, on_failure=on_failure or stream.on_failure, seeds=seeds)
-    out = ConformReport(**rep.to_json(), lines=report_lines(rep), older_receipts=receipts.legacy_note(pkg))
+    out = ConformReport(**rep.to_json(), lines=report_lines(rep), older_receipts=receipts.legacy_note(pkg),
+                        mutation_lines=mutation.lines(rep.mutation) if isinstance(rep.mutation, dict) else [])
     if receipt:
         path = earn_conformance_receipt(pkg, rep, full_corpus=case is None, seal=ctx.seal)
         if path is not None:      # the receipt with the report: the Studio shows it without reading it back
