@@ -168,8 +168,9 @@ def add_commands(sub) -> None:
     p.add_argument("--timeout", type=seconds, default=600.0, metavar="SECONDS")
     p.add_argument("--owners", type=whole(1, 256, "a count"), metavar="N",
                    help="data-parallel: N owners on Dask holding the file's replicas (default: one per replica)")
-    p.add_argument("--precision", choices=("bf16", "f32"), default="bf16",
-                   help="data-parallel: the precision the workflow's ops compute in (its ops say; default bf16)")
+    p.add_argument("--precision", choices=("bf16", "f32"), default=None,
+                   help="data-parallel: the precision the workflow's ops compute in, checked against them "
+                        "(default: the ops' own)")
     p.add_argument("--epochs", type=whole(1, 10_000, "a count"), metavar="N", help="data-parallel: epochs (default: [train] epochs)")
     p.add_argument("--scheduler", metavar="tcp://HOST:PORT", help="data-parallel: use this Dask cluster")
     p.add_argument("--every", type=whole(1, 1_000_000, "a count"), default=10, metavar="K",

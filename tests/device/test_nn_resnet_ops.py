@@ -1,9 +1,10 @@
 """The nine ops of a small bf16 ResNet (resources/ops/core/nn/{relu_bf16, relu_bf16_vjp, add_bf16,
 global_avg_pool_bf16, global_avg_pool_bf16_vjp, linear, linear_input_vjp, linear_weight_grad,
-softmax_xent}): each proven by its own conformance (once per run, shared through proof_store with
-tests/proof/test_builtins.py), each kernel on the device against an independent numpy computation (bit for
-bit wherever the bits are determined), their declared sharding kinds, and a broken twin per family
-that fails conformance naming its case."""
+softmax_xent}) and the f32 twins of its bf16 ones (relu_f32, relu_f32_vjp, add_f32, global_avg_pool_f32,
+global_avg_pool_f32_vjp; docs/bf16.md, "At f32"): each proven by its own conformance (once per run,
+shared through proof_store with tests/proof/test_builtins.py), each kernel on the device against an
+independent numpy computation (bit for bit wherever the bits are determined), their declared sharding
+kinds, and a broken twin per family that fails conformance naming its case."""
 import numpy as np
 import pytest
 from conftest import BUILTINS, copy_package
@@ -18,7 +19,11 @@ from studio.engine.sharding.kinds import EXACT, EXACT_AT_ID, UNDECLARED, classif
 NN = BUILTINS / "nn"
 OPS = {"relu_bf16": EXACT, "relu_bf16_vjp": EXACT, "add_bf16": EXACT, "global_avg_pool_bf16": EXACT,
        "global_avg_pool_bf16_vjp": EXACT, "linear": EXACT, "linear_input_vjp": EXACT,
-       "linear_weight_grad": EXACT_AT_ID, "softmax_xent": UNDECLARED}
+       "linear_weight_grad": EXACT_AT_ID, "softmax_xent": UNDECLARED,
+       # the f32 twins of the bf16 nodes (docs/bf16.md, "At f32"): the head's ops serve both networks
+       "relu_f32": EXACT, "relu_f32_vjp": EXACT, "add_f32": EXACT, "global_avg_pool_f32": EXACT,
+       "global_avg_pool_f32_vjp": EXACT}
+F32_TWINS = ["relu_f32", "relu_f32_vjp", "add_f32", "global_avg_pool_f32", "global_avg_pool_f32_vjp"]
 BF16_KERNELS = ["relu_bf16", "relu_bf16_vjp", "add_bf16", "global_avg_pool_bf16_vjp"]
 
 
@@ -238,6 +243,52 @@ def test_the_per_example_ops_match_their_shards_bit_for_bit(ctx):
             assert np.array_equal(bits(v), bits(np.concatenate([p[out] for p in parts]))), (name, out)
 
 
+def test_the_f32_twins_bit_for_bit(ctx):
+    """At f32 (rnd = id): ReLU and its VJP keep the f32 word or give +0 (specials planted, f32
+    subnormals and values no bf16 holds among them); the add is the correctly rounded f32 sum (numpy's
+    f32 addition); the pool is its stated f32 order; the pool's VJP the f32 quotient — and none of them
+    rounds to bf16 (the test data carry f32 bits below a bf16's)."""
+    rng = np.random.default_rng(9)
+    x = (rng.standard_normal((3, 2, 5, 5)) * np.exp2(rng.integers(-20, 21, (3, 2, 5, 5)))).astype(np.float32)
+    flat = x.reshape(-1)
+    flat[:SPECIALS.size] = SPECIALS
+    flat[SPECIALS.size:SPECIALS.size + 2] = [2.0 ** -149, -(2.0 ** -140)]
+    dy = (rng.standard_normal((3, 2, 5, 5))).astype(np.float32)
+    y = run(ctx, "relu_f32", {"x": x})["y"]
+    nan = np.isnan(x)
+    assert np.array_equal(bits(y)[~nan], bits(np.where(x > 0, x, np.float32(0.0)))[~nan])
+    assert np.all(np.isnan(y[nan])) and bits(y).reshape(-1)[1] == 0
+    assert np.count_nonzero(bits(y) & 0xFFFF) > 20                    # f32 words no bf16 holds, kept
+    dx = run(ctx, "relu_f32_vjp", {"x": x, "dy": dy})["dx"]
+    assert np.array_equal(bits(dx), bits(np.where(x > 0, dy, np.float32(0.0))))
+    a = (rng.standard_normal((4, 3, 6, 6)) * np.exp2(rng.integers(-30, 31, (4, 3, 6, 6)))).astype(np.float32)
+    b2 = (rng.standard_normal((4, 3, 6, 6)) * np.exp2(rng.integers(-30, 31, (4, 3, 6, 6)))).astype(np.float32)
+    assert np.array_equal(bits(run(ctx, "add_f32", {"a": a, "b2": b2})["y"]), bits(a + b2))
+    for n in (1, 3, 8):
+        xp = rng.standard_normal((5, 3, n, n)).astype(np.float32)
+        model = np.add.accumulate(xp.reshape(5, 3, n * n), axis=2, dtype=np.float32)[..., -1] / np.float32(n * n)
+        assert np.array_equal(bits(run(ctx, "global_avg_pool_f32", {"x": xp})["y"]), bits(model)), n
+        g = rng.standard_normal((6, 4)).astype(np.float32)
+        got = run(ctx, "global_avg_pool_f32_vjp", {"dy": g}, {"n": n})["dx"]
+        assert np.array_equal(bits(got), bits(np.broadcast_to((g / np.float32(n * n))[:, :, None, None], got.shape)))
+
+
+def test_the_f32_twins_match_their_shards_bit_for_bit(ctx):
+    """[sharding] per_example at f32: the whole batch's output is its shards' (rows [0, 2) and [2, 5))."""
+    rng = np.random.default_rng(10)
+    x, dy = (rng.standard_normal((5, 2, 4, 4)).astype(np.float32) for _ in range(2))
+    g = rng.standard_normal((5, 2)).astype(np.float32)
+    cases = [("relu_f32", {"x": x}, {}), ("relu_f32_vjp", {"x": x, "dy": dy}, {}), ("add_f32", {"a": x, "b2": dy}, {}),
+             ("global_avg_pool_f32", {"x": x}, {}), ("global_avg_pool_f32_vjp", {"dy": g}, {"n": 3})]
+    for name, inputs, params in cases:
+        batch = list(load_package(NN / name).contract.sharding.batch)
+        assert batch == list(inputs)
+        whole = run(ctx, name, inputs, params)
+        parts = [run(ctx, name, {k: v[lo:hi] for k, v in inputs.items()}, params) for lo, hi in ((0, 2), (2, 5))]
+        for out, v in whole.items():
+            assert np.array_equal(bits(v), bits(np.concatenate([p[out] for p in parts]))), (name, out)
+
+
 # ------------------------------------------------------------------ broken twins fail conformance
 BROKEN = [
     ("relu_bf16", "passes negatives", {"forward.wgsl": [("if (kept(bitcast<u32>(v))) { out = v; }", "out = v;")]}),
@@ -258,6 +309,18 @@ BROKEN = [
                         "for (var bi = 0u; bi + 1u < p.b; bi = bi + 1u) {\n            acc = acc + dy[bi * p.o + oi] * x")]}),
     ("softmax_xent", "leaves out the 1/b", {"forward.wgsl": [("loss[0] = total / fb;", "loss[0] = total;"),
                                                              ("- t[base + j]) / fb;", "- t[base + j]);")]}),
+    # the f32 twins: the same families, and an f32 add that rounds to bf16 (a bf16 op passed off as f32)
+    ("relu_f32", "passes negatives", {"forward.wgsl": [("if (kept(bitcast<u32>(v))) { out = v; }", "out = v;")]}),
+    ("relu_f32_vjp", "lets the gradient through at x = 0 (x >= 0)",
+     {"forward.wgsl": [("(w & 0x80000000u) == 0u && w != 0u && w <= 0x7f800000u", "(w & 0x7fffffffu) == 0u || "
+                        "((w & 0x80000000u) == 0u && w <= 0x7f800000u)")]}),
+    ("add_f32", "truncates the sum to bf16",
+     {"forward.wgsl": [("y[i] = a[i] + b2[i];", "y[i] = bitcast<f32>(bitcast<u32>(a[i] + b2[i]) & 0xffff0000u);")]}),
+    ("global_avg_pool_f32", "drops the last pixel", {"forward.wgsl": [("t < p.pixels;", "t + 1u < p.pixels;")]}),
+    ("global_avg_pool_f32_vjp", "divides by n, not n * n",
+     {"op.toml": [("pixels: u32 = n * n }", "pixels: u32 = n * n, side: u32 = n }")],
+      "forward.wgsl": [("    pixels: u32,\n}", "    pixels: u32,\n    side: u32,\n}"),
+                       ("/ f32(p.pixels);", "/ f32(p.side);")]}),
 ]
 
 

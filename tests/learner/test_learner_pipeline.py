@@ -7,13 +7,13 @@ the tree over gradients computed here, and the loss falls."""
 import numpy as np
 import pytest
 from learner_reference import bits, independent_tree
+from proof_store import proven
 
 from studio.engine.learner.owners import start_cluster
 from studio.engine.learner.run import learn
 from studio.engine.learner.system import pipeline_system
-from studio.engine.proof.conformance import conform, report_lines
 from studio.engine.proof.gradcheck import gradcheck
-from studio.engine.proof.receipts import make_receipt, write_gradcheck_receipt, write_receipt
+from studio.engine.proof.receipts import write_gradcheck_receipt
 from studio.engine.resources import ROOT
 
 OPS = ("core/signal/fir@1", "core/math/multiply@1", "core/math/add@1", "user/demo/windowed_median@1",
@@ -44,16 +44,16 @@ def setup(module_ctx, tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def device_vjps_proven(setup, module_ctx):
+def device_vjps_proven(setup, module_ctx, proof_store):
     """Conformance receipts, in the folder the owners open, for the ops whose VJPs run on the device:
     no owner proves one again (each would run its whole corpus in its own process, and the driver
-    once more). The slow tests train; the fast ones only read the files."""
+    once more). Each proof is the run's one conformance of that content (proof_store.py), its receipt
+    sealed here. The slow tests train; the fast ones only read the files."""
     for op in OPS:
         pkg = module_ctx.catalog.resolve(op)
         if pkg.contract.backward_kernel is not None:
-            proof = conform(module_ctx, pkg)
-            assert proof.ok, (op, report_lines(proof))
-            write_receipt(pkg, make_receipt(pkg, proof), module_ctx.seal)
+            entry = proven(proof_store, module_ctx, pkg)
+            assert entry["verdict"] == "pass", (op, "\n".join(entry["lines"]))
     return setup
 
 

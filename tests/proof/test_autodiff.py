@@ -5,6 +5,7 @@ import re
 import numpy as np
 import pytest
 from conftest import BUILTINS, EXAMPLES, MEDIAN, _authored, copy_package
+from proof_store import proven
 
 from studio.engine.contract.catalog import Catalog
 from studio.engine.contract.package import load_package
@@ -38,11 +39,15 @@ def checked(module_ctx, catalog):
 
 
 @pytest.fixture
-def ledger(ctx, checked, tmp_path):
-    """Their receipts, sealed with this test's user key and kept outside the repository."""
+def ledger(ctx, checked, tmp_path, proof_store):
+    """Their receipts, sealed with this test's user key and kept outside the repository; and the
+    conformance receipts of the device VJPs in this test's user folder, from the run's one proof of
+    each (proof_store.py), so the tape finds them valid instead of proving each again here."""
     root = tmp_path / "gradcheck"
     for pkg, rep in checked:
         write_receipt(pkg, rep, root, seal=ctx.seal)
+        if pkg.contract.backward_kernel is not None:
+            assert proven(proof_store, ctx, pkg)["verdict"] == "pass", pkg.id
     return root
 
 

@@ -10,6 +10,7 @@ import shutil
 import numpy as np
 import pytest
 from conftest import MEDIAN, _authored
+from proof_store import proven
 
 from studio.engine.errors import StudioError
 from studio.engine.proof.gradcheck import gradcheck
@@ -41,13 +42,16 @@ def reports(module_ctx):
 
 
 @pytest.fixture(scope="module")
-def ledger(module_ctx, reports, tmp_path_factory):
+def ledger(module_ctx, reports, tmp_path_factory, proof_store):
     """Their receipts, sealed with the module context's key, kept outside the repository. The tests
-    train with ``module_ctx``: its key judges them, and the tape's conformance of each device VJP
-    (run once when no receipt exists, ``ctx.proven``) is shared by the module's tests."""
+    train with ``module_ctx``: its key judges them; each device VJP's conformance receipt is the run's
+    one proof of it (proof_store.py), sealed in the module context's folder, so the tape finds it
+    valid (``ctx.proven``) instead of proving it again."""
     root = tmp_path_factory.mktemp("gradcheck")
     for pkg, rep in reports.values():
         write_gradcheck_receipt(pkg, rep, root, seal=module_ctx.seal)
+        if pkg.contract.backward_kernel is not None:
+            assert proven(proof_store, module_ctx, pkg)["verdict"] == "pass", pkg.id
     return root
 
 
@@ -240,14 +244,17 @@ steps = 3
 
 
 @pytest.mark.slow
-def test_scellis_train_on_the_command_line(reports, tmp_path, capsys):
-    """In the device worker (a process of its own, judging receipts with this test's key)."""
+def test_scellis_train_on_the_command_line(reports, tmp_path, capsys, ctx, proof_store):
+    """In the device worker (a process of its own, judging receipts with this test's key: the
+    device VJPs' conformance receipts are in its user folder, from the run's one proof of each)."""
     from studio.cli import main
     from studio.engine.home import studio_home
     from studio.engine.records.seal import Seal as ReceiptSeal
     here = tmp_path / "gradcheck"
     for pkg, rep in reports.values():
         write_gradcheck_receipt(pkg, rep, here, seal=ReceiptSeal(studio_home()))
+        if pkg.contract.backward_kernel is not None:
+            assert proven(proof_store, ctx, pkg)["verdict"] == "pass", pkg.id
     p = tmp_path / "offset.toml"
     p.write_text(OFFSET)
     png = tmp_path / "loss.png"

@@ -10,12 +10,12 @@ import threading
 import numpy as np
 import pytest
 from conftest import BUILTINS, MEDIAN
+from proof_store import proven as store_proof
 
 from studio.engine.contract.package import folder_hash, load_package
 from studio.engine.errors import StudioError
 from studio.engine.grad.run import run_op
-from studio.engine.proof.conformance import conform
-from studio.engine.proof.receipts import make_receipt, receipt_dir, write_receipt
+from studio.engine.proof.receipts import receipt_dir
 from studio.engine.workflow.plan import make_plan
 from studio.engine.workflow.provenance import (
     make_record,
@@ -58,18 +58,17 @@ spike_free = "signal"
 
 
 @pytest.fixture(scope="module")
-def proven(module_ctx, tmp_path_factory):
-    """Copies of the chain's ops, each with a conformance receipt earned here (never in the repository)."""
+def proven(module_ctx, tmp_path_factory, proof_store):
+    """Copies of the chain's ops, each with a conformance receipt earned here (never in the repository):
+    the run's one conformance of that content (proof_store.py), its receipt sealed with this context's key."""
     root = tmp_path_factory.mktemp("ops")
     out = {}
     for name, src in (("signal", BUILTINS / "spiky_signal"), ("affine", BUILTINS / "affine"), ("median", MEDIAN)):
         dst = root / name
         shutil.copytree(src, dst, ignore=shutil.ignore_patterns("receipts", "__pycache__"))
         module_ctx.trust.record_authored(folder_hash(dst), path=dst.resolve())
-        pkg = load_package(dst)
-        rep = conform(module_ctx, pkg)
-        assert rep.ok, rep.failures[:1]
-        write_receipt(pkg, make_receipt(pkg, rep), module_ctx.seal)    # sealed with this context's key
+        entry = store_proof(proof_store, module_ctx, load_package(dst))
+        assert entry["verdict"] == "pass", "\n".join(entry["lines"])
         out[name] = str(dst)
     return out
 

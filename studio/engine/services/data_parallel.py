@@ -11,13 +11,10 @@ from pathlib import Path
 
 from ..atomic import write_text
 from ..context import Context
-from ..errors import StudioError
 from ..learner.owners import connect, start_cluster
-from ..sharding.training import DaskOwners, ParallelResult, Trainer, load_replica, params_hash
+from ..sharding.training import DaskOwners, ParallelResult, Trainer, check_precision, load_replica, params_hash
 from ..workflow.spec import load_workflow
 from .workflows import prove_ops
-
-PRECISIONS = ("bf16",)
 
 
 def names_gradients(path: str | Path) -> bool:
@@ -28,16 +25,16 @@ def names_gradients(path: str | Path) -> bool:
 
 def train(path: str | Path, *, owners: int | None = None, scheduler: str | None = None, epochs: int | None = None,
           steps: int | None = None,
-          precision: str = "bf16", prove: bool = False, allow_unverified: bool = False,
+          precision: str | None = None, prove: bool = False, allow_unverified: bool = False,
           out_dir: str | Path | None = None, record: str | Path | None = None, ctx: Context | None = None,
           on_step=None, on_epoch=None, on_note=None, stop=None) -> dict:
-    """``stop``: a callable (or threading.Event) checked between steps; a stopped run keeps what ran."""
-    if precision not in PRECISIONS:
-        raise StudioError(f"--precision {precision}: this workflow's convolutions are bf16 ops", field="--precision",
-                          hint="--precision bf16 (docs/workflows.md, \"Data-parallel training\")")
+    """``stop``: a callable (or threading.Event) checked between steps; a stopped run keeps what ran.
+    ``precision``: bf16 or f32, which must be the one the workflow's ops compute in (refused
+    otherwise, before any proof or owner); None, the ops' own."""
     path = Path(path).resolve()
     ctx = ctx or Context.open()
     local = load_replica(path, ctx, allow_unverified=True)          # the refusal comes after --prove
+    precision = check_precision(local.plan, precision)
     proved = []
     if prove:
         names = {s.pkg.hash: s.name for s in local.plan.steps.values()}
@@ -82,12 +79,21 @@ def training_record(local, res: ParallelResult, proved: list[str]) -> dict:
 
 def step_line(rec) -> str:
     """A step: its loss, its time split, and its weight gradients' per-replica rounding (the largest
-    difference relative to the node, and to the statement's bound)."""
+    difference relative to the node, and to the statement's bound); for its f32 weight gradients
+    (rnd = id), the difference the order of the f32 sums makes (relative to the node, and to the
+    order-only bound 2γ_N·Σ|terms|/R: no per-replica rounding)."""
     bf16 = [(st["of_bound"], st["max_rel"], n) for n, outs in rec.shard.items() for st in outs.values() if "of_bound" in st]
+    f32 = [(st["of_order_bound"], st["max_rel"], n) for n, outs in rec.shard.items() for st in outs.values()
+           if "of_order_bound" in st]
     worst = max(bf16) if bf16 else None
     sp = rec.split
     shard = (f"per-replica rounding: {sum(1 for b in bf16 if b[1] > 0)}/{len(bf16)} bf16 weight gradients differ, "
              f"largest {worst[1]:.2g} of the node ({worst[0]:.2f} of the bound, {worst[2]})" if worst else "")
+    if f32:
+        rel, ratio = max(f32, key=lambda b: b[1]), max(f32)
+        order = (f"order only: {sum(1 for b in f32 if b[1] > 0)}/{len(f32)} f32 weight gradients differ, largest "
+                 f"{rel[1]:.2g} of the node ({rel[2]}), at most {ratio[0]:.2g} of the order-only bound ({ratio[2]})")
+        shard = f"{shard}; {order}" if shard else order
     return (f"step {rec.step:4d}  epoch {rec.epoch:2d}  loss {rec.loss:.4f}  {rec.seconds * 1000:6.1f} ms "
             f"(owners {sp['owners'] * 1000:.1f}, round trip {sp['round_trip'] * 1000:.1f}, tree {sp['tree'] * 1000:.2f}, "
             f"measure {sp['measure'] * 1000:.1f}, driver {sp['driver'] * 1000:.2f})  {shard}")

@@ -77,12 +77,16 @@ def params_hash(params: dict[str, np.ndarray]) -> str:
     return h.hexdigest()
 
 
-def rounding_stats(parts: list[np.ndarray], whole: np.ndarray, dtype: str) -> dict:
+def rounding_stats(parts: list[np.ndarray], whole: np.ndarray, dtype: str, order: tuple | None = None) -> dict:
     """The exact difference d = (1/R)·(Σ_r out_r − whole) of a batch-contracting node (summed correctly
     rounded), its size, and at bf16 its ratio to the statement's bound: each rnd S_r and rnd S is within
     half an ulp, so |d| ≤ (1/R)·(Σ_r ½ulp(rnd S_r) + ½ulp(rnd S)) up to the f32 sums' own order
     (a ratio over 1 says where that order, not the rounding, shows). At f32 (rnd = id) only the order
-    of the f32 sums differs: no bound is stated, the difference is reported."""
+    of the f32 sums differs. ``order``: (Σ|terms|, the count of terms N) per element of the whole
+    node, for an f32 output: each replica's f32 sum and the whole batch's are within γ_N·Σ|terms| of
+    the exact S_r and S (the same products, summed in another order), so an order-only difference is
+    within (1/R)·2γ_N·Σ|terms|; ``of_order_bound`` is |d|'s largest ratio to it (measured: a
+    difference that rounds per replica, to bf16 or otherwise, shows far past it)."""
     R = len(parts)
     p64 = [np.asarray(p).astype(np.float64) for p in parts]
     g = np.asarray(whole).astype(np.float64)
@@ -95,7 +99,54 @@ def rounding_stats(parts: list[np.ndarray], whole: np.ndarray, dtype: str) -> di
         bound = (sum(bf.ulp(np.abs(p)) for p in p64) + bf.ulp(np.abs(g))).reshape(-1) / (2 * R)
         ratio = np.divide(a, bound, out=np.where(a > 0, np.inf, 0.0), where=bound > 0)
         st["of_bound"] = float(ratio.max(initial=0.0))
+    elif order is not None:
+        mag, count = (np.asarray(v, np.float64).reshape(-1) for v in order)
+        gamma = count * F32_U / (1 - count * F32_U)
+        bound = 2 * gamma * mag * (1 + gamma) / R        # (1 + γ_N): Σ|terms| is itself an f32 sum of N terms
+        ratio = np.divide(a, bound, out=np.where(a > 0, np.inf, 0.0), where=bound > 0)
+        st["of_order_bound"] = float(ratio.max(initial=0.0))
     return st
+
+
+F32_U = 2.0 ** -24            # f32's unit roundoff
+
+
+PRECISIONS = ("bf16", "f32")
+
+
+def workflow_precision(plan: Plan) -> tuple[str, list[str]]:
+    """The precision a workflow's ops compute in, as its ops say: ("bf16", the steps whose op takes
+    or gives a bf16 tensor) when any does, else ("f32", []) — every op f32, rnd = id."""
+    steps = [n for n in plan.order if n in plan.steps and any(
+        t.dtype == "bf16" for t in (*plan.steps[n].pkg.contract.signature.inputs,
+                                    *plan.steps[n].pkg.contract.signature.outputs))]
+    return ("bf16", steps) if steps else ("f32", [])
+
+
+def check_precision(plan: Plan, precision: str | None) -> str:
+    """The run's precision: ``precision`` when the workflow's ops compute in it, the ops' own when
+    None; a precision the ops do not compute in is refused, naming the field and what to do."""
+    own, steps = workflow_precision(plan)
+    if precision is None or precision == own:
+        return own
+    hint_doc = '(docs/workflows.md, "Data-parallel training"; docs/bf16.md)'
+    if precision not in PRECISIONS:
+        raise StudioError(f"--precision {precision}: the data-parallel trainer computes in bf16 or f32",
+                          field="--precision", hint=f"--precision {own}, the precision this workflow's ops compute in {hint_doc}")
+    if own == "bf16":
+        first = plan.steps[steps[0]]
+        convs = [n for n in steps if "conv" in plan.steps[n].pkg.id]
+        what = "convolutions are bf16 ops" if convs else "ops compute in bf16"
+        raise StudioError(f"--precision {precision}: this workflow's {what} ({len(steps)} of its steps take or give "
+                          f"bf16, the first '{steps[0]}': {first.pkg.id}); at f32 every op of the file must be f32",
+                          field="--precision",
+                          hint=f"train this file with --precision bf16, or train a file whose ops are all f32 with "
+                               f"--precision f32 (resources/workflows/resnet_digits_f32.toml is resnet_digits.toml's f32 "
+                               f"twin) {hint_doc}")
+    raise StudioError(f"--precision {precision}: this workflow's ops are all f32 (none of its steps takes or gives a "
+                      f"bf16), so nothing in it rounds to {precision}", field="--precision",
+                      hint=f"train this file with --precision f32, or train a file whose ops are bf16 with "
+                           f"--precision {precision} (resources/workflows/resnet_digits.toml) {hint_doc}")
 
 
 def contracting_steps(plan: Plan) -> list[str]:
@@ -206,6 +257,10 @@ class ParallelResult:
 
 
 def divisor_line(replicas: int, bf16_nodes: list[str]) -> tuple[str, str | None]:
+    if not bf16_nodes:                          # at f32 (rnd = id) there is no bf16 rounding for the scale to meet
+        return (f"divisor 1/{replicas}: at f32 no node rounds to bf16, so the scaled cotangents meet no bf16 "
+                f"rounding" + (f"; {replicas} replicas is a power of two, so the 1/{replicas} is exact"
+                               if power_of_two(replicas) else ""), None)
     if power_of_two(replicas):
         return (f"divisor 1/{replicas}: {replicas} replicas is a power of two, so rnd({replicas}·x) = "
                 f"{replicas}·rnd(x) at bf16 and the scaled cotangents are exact multiples", None)
@@ -217,12 +272,12 @@ class Trainer:
     replicas' fixed split, the ordered combine, the update, the per-step shard report."""
 
     def __init__(self, ctx: Context, replica: Replica, owners: int, call: Callable[[Callable, list], list],
-                 *, precision: str = "bf16"):
+                 *, precision: str | None = None):
         self.ctx, self.local, self.call = ctx, replica, call
         self.wf, self.tr = replica.wf, replica.wf.train
         self.owners = owners
         self.shares = shares(self.tr.replicas, owners)
-        self.precision = precision
+        self.precision = check_precision(replica.plan, precision)     # None: the workflow's ops' own
         self.params = {n: np.asarray(replica.plan.host[n][0], np.float32).copy()
                        for n, s in self.wf.sources.items() if s.trainable}
         self.optimizer = Optimizer(self.tr.optimizer, self.tr.learning_rate, self.tr.momentum, self.tr.beta1,
@@ -231,6 +286,7 @@ class Trainer:
         bf16_nodes = [n for n, sp in replica.plan.steps.items()
                       if any(t.dtype == "bf16" for t in sp.pkg.contract.signature.outputs)]
         self.divisor, self.warning = divisor_line(self.tr.replicas, bf16_nodes)
+        self._counts: dict[str, dict] = {}            # order_scale's count of terms per f32 node
 
     # -------------------------------------------------------------- one step
     def step(self, rows: np.ndarray, k: int, epoch: int) -> StepRecord:
@@ -275,9 +331,33 @@ class Trainer:
             got = exe.run(sp.pkg, args, sp.params, label=n)
             names = [t.name for t in sp.pkg.contract.signature.outputs]
             wholes = dict(zip(names, exe.read([got[o] for o in names])))
-            out[n] = {t.name: rounding_stats([p["outputs"][t.name] for p in parts], wholes[t.name], t.dtype)
+            order = self.order_scale(exe, n, sp, parts, batch, names)
+            out[n] = {t.name: rounding_stats([p["outputs"][t.name] for p in parts], wholes[t.name], t.dtype,
+                                             order.get(t.name))
                       for t in sp.pkg.contract.signature.outputs}
         return out
+
+    def order_scale(self, exe, n: str, sp, parts: list[dict], batch, names: list[str]) -> dict[str, tuple]:
+        """For the f32 outputs of a batch-contracting step (rnd = id): per element of the whole node,
+        Σ|terms| (the same op on the whole batch's |inputs|: every term's magnitude, summed) and the
+        count of terms N (the op on all-ones inputs, the same for every step: kept), on the driver's
+        device, for rounding_stats' order-only bound. Nothing for an op without f32 outputs."""
+        outs = [t for t in sp.pkg.contract.signature.outputs if t.dtype == "f32"]
+        if not outs:
+            return {}
+        whole = {t.name: (np.concatenate([np.asarray(p["inputs"][t.name]) for p in parts]) if t.name in batch
+                          else np.asarray(parts[0]["inputs"][t.name])) for t in sp.pkg.contract.signature.inputs}
+        dtypes = {t.name: t.dtype for t in sp.pkg.contract.signature.inputs}
+
+        def on(values: dict, label: str) -> dict:
+            got = exe.run(sp.pkg, {k: exe.upload(v, dtypes[k], label=f"{n}.{k}.{label}") for k, v in values.items()},
+                          sp.params, label=f"{n}.{label}")
+            return dict(zip(names, exe.read([got[o] for o in names])))
+        counts = self._counts.get(n)
+        if counts is None:
+            counts = self._counts[n] = on({k: np.ones_like(v, dtype=np.float32) for k, v in whole.items()}, "ones")
+        mags = on({k: np.abs(np.asarray(v, np.float32)) for k, v in whole.items()}, "abs")
+        return {t.name: (mags[t.name], counts[t.name]) for t in outs}
 
     # -------------------------------------------------------------- held out
     def accuracy(self) -> float:
