@@ -31,6 +31,7 @@ through Dask, against the same numpy loop measured in the same run; beside them 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import time
 
@@ -100,7 +101,8 @@ def _row(figure: str, ours: list[float], peer: list[float], k: int, owners: int,
     plo, pmed = _stats(peer)
     adapter = path[len("device ("):].split(";")[0] if path.startswith("device (") else "cpu (numpy)"
     row = {"figure": figure, "peer": PEER, "time_s": med, "time_min_s": lo, "peer_s": pmed, "peer_min_s": plo,
-           "ratio": med / pmed, "ratio_min": lo / plo, "adapter": adapter, "path": path}
+           "ratio": med / pmed, "ratio_min": lo / plo, "adapter": adapter, "path": path,
+           "load": os.getloadavg()[0] if hasattr(os, "getloadavg") else None}    # the machine's 1-min load
     if split is not None:
         row["split"] = split
     target = targets.get((k, owners))
@@ -210,7 +212,8 @@ def _print(r: dict) -> None:
              f"round trip {sp['round_trip_s'] * 1e3:.1f} ms]") if sp else ""
     print(f"{r['figure']:<60} ours min {r['time_min_s'] * 1e3:9.2f} ms med {r['time_s'] * 1e3:9.2f} ms  "
           f"peer min {r['peer_min_s'] * 1e3:8.3f} med {r['peer_s'] * 1e3:8.3f} ms  ratio min {r['ratio_min']:6.1f} "
-          f"med {r['ratio']:6.1f}{extra}" + (f"  target {r['target']}" if r.get("target") else ""), flush=True)
+          f"med {r['ratio']:6.1f}{extra}" + (f"  target {r['target']}" if r.get("target") else "")
+          + (f"  load {r['load']:.2f}" if r.get("load") is not None else ""), flush=True)
 
 
 if __name__ == "__main__":

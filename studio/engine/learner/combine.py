@@ -27,6 +27,7 @@ precision  "f32": every node is an f32 addition (above). "bf16" (docs/requiremen
 from __future__ import annotations
 
 import json
+import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -34,7 +35,7 @@ import numpy as np
 from .. import bfloat16
 from .fingerprint import digest
 from .syntax import ORDER_TEXT, SEQUENTIAL, sum_orders
-from .system import System
+from .system import ProgramContribution, System
 
 CANONICAL = ("binary tree over the global sample order 0..N-1: node[lo, lo+n) = node[lo, lo+p) + "
              "node[lo+p, lo+n), p the largest power of two below n; a leaf is one sample's contribution")
@@ -97,11 +98,13 @@ def tree_sum(rows: np.ndarray) -> np.ndarray:
     n = rows.shape[0]
     if n == 1:
         return np.array(rows[0], np.float32, copy=True)
-    if n & (n - 1) == 0:
-        x = rows
-        while x.shape[0] > 1:
-            x = np.add(x[0::2], x[1::2], dtype=np.float32)
-        return x[0]
+    if n & (n - 1) == 0:                # level 1 into a new array, each level above in place in it
+        x = np.add(rows[0::2], rows[1::2], dtype=np.float32)
+        s = 1
+        while s < x.shape[0]:           # row 2si of level L + 1 = rows 2si and 2si + s of level L
+            np.add(x[0::2 * s], x[s::2 * s], out=x[0::2 * s], dtype=np.float32)
+            s *= 2
+        return x[0] if x.shape[0] == 1 else x[0].copy()      # not a view holding the other rows
     p = split_point(n)
     return np.add(tree_sum(rows[:p]), tree_sum(rows[p:]), dtype=np.float32)
 
@@ -128,6 +131,15 @@ def owner_order(system: System, owner: int) -> np.ndarray:
     order (per-owner)."""
     idx = system.owners[owner]
     return np.sort(idx) if system.tree == "canonical" else idx
+
+
+def owner_samples(system: System, owner: int) -> np.ndarray:
+    """The owner's samples in ``owner_order``: a view of the samples where they are one run of
+    consecutive rows (no copy), else the rows gathered."""
+    order = owner_order(system, owner)
+    if order.size and int(order[-1]) - int(order[0]) == order.size - 1 and (np.diff(order) == 1).all():
+        return system.samples[int(order[0]):int(order[-1]) + 1]
+    return system.samples[order]
 
 
 def plan(system: System):
@@ -199,10 +211,28 @@ def local_numerator(system: System, params: np.ndarray) -> np.ndarray:
     for o, bl in blocks.items():
         if not bl:
             continue
-        order = owner_order(system, o)
-        c = system.contribution.contributions(params, system.samples[order])
-        values.update(zip(bl, block_sums(c, bl, system.precision)))
+        shard = owner_samples(system, o)
+        if isinstance(system.contribution, ProgramContribution):       # into this thread's workspace
+            c = system.contribution.contributions(params, shard, out=_workspace(shard.shape[0], system.k))
+        else:
+            c = system.contribution.contributions(params, shard)
+        values.update(zip(bl, block_sums(c, bl, system.precision)))     # new arrays: nothing keeps c
     return evaluate_plan(root, values)
+
+
+WORKSPACE_BYTES = 1 << 28           # the largest contributions buffer a thread keeps between steps
+_WORK = threading.local()
+
+
+def _workspace(rows: int, k: int) -> np.ndarray | None:
+    """A (rows, k) float32 buffer this thread reuses from step to step (its pages stay mapped: a
+    fresh 32 MB array costs its page faults again every step), or None past WORKSPACE_BYTES."""
+    if rows * k * 4 > WORKSPACE_BYTES:
+        return None
+    buf = getattr(_WORK, "buf", None)
+    if buf is None or buf.size < rows * k:
+        buf = _WORK.buf = np.empty(rows * k, np.float32)
+    return buf[:rows * k].reshape(rows, k)
 
 
 def local_step(system: System, params: np.ndarray, state: np.ndarray):

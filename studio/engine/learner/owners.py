@@ -228,10 +228,22 @@ def workers_now(client) -> dict[str, dict]:
 
 
 def start_cluster(n: int, memory_limit: str = "2GiB"):
-    """A LocalCluster of ``n`` worker processes, one thread each (the default: nothing to set up)."""
+    """A LocalCluster of ``n`` worker processes, one thread each (the default: nothing to set up).
+    Its workers keep glibc's own malloc thresholds: Dask's default MALLOC_TRIM_THRESHOLD_ (set in
+    a worker's environment before it starts, to hand freed memory back sooner) also fixes the mmap
+    threshold at 128 KiB, so every step's large temporaries would be fresh pages, faulted in again
+    each step (an owner's step measured 3-7 times the same work in the driver; docs/learner.md
+    "A pairwise sum"). The other variables Dask sets there are kept."""
     import dask
     from distributed import Client, LocalCluster
-    with dask.config.set({"distributed.worker.daemon": False, "distributed.scheduler.allowed-failures": 0}):
+    environ = {k: v for k, v in (dask.config.get("distributed.nanny.pre-spawn-environ", None) or {}).items()
+               if k != "MALLOC_TRIM_THRESHOLD_"}
+    # and without Dask's statistical profiler, which samples every thread's stack each 10 ms inside the
+    # owner's process (the dashboard's profile; nothing here reads it): an owner's call measured 23-35 ms
+    # without it against 30-35 ms with it, the step's minimum 35-36 against 42-45 ms (docs/learner.md)
+    with dask.config.set({"distributed.worker.daemon": False, "distributed.scheduler.allowed-failures": 0,
+                          "distributed.worker.profile.enabled": False,
+                          "distributed.nanny.pre-spawn-environ": environ}):
         cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, memory_limit=memory_limit,
                                dashboard_address=":0", silence_logs=50)   # its HTTP server on a free port
     return cluster, Client(cluster)

@@ -13,25 +13,37 @@ The driver keeps its own replica and checkpoints (docs/learner.md "Faults"): an 
 worker, so nothing lives only here."""
 from __future__ import annotations
 
+import hashlib
 import os
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from .fingerprint import digest
 from .owner_device import CPU, OwnerPath
 
 PATH = CPU                    # the numpy path's name in the records (owner_device.OwnerPath.describe)
 
 
 def replica_hash(params: np.ndarray, state: np.ndarray) -> str:
-    return digest(np.ascontiguousarray(params).tobytes(), np.ascontiguousarray(state).tobytes())
+    """fingerprint.digest of the two arrays' C-order bytes (sha256 over length-prefixed parts),
+    fed to sha256 from the arrays' own memory rather than through copies of them."""
+    h = hashlib.sha256()
+    for a in (params, state):
+        b = memoryview(np.ascontiguousarray(a)).cast("B")
+        h.update(b.nbytes.to_bytes(8, "little"))
+        h.update(b)
+    return h.hexdigest()
 
 
 def apply_update(rule, params: np.ndarray, state: np.ndarray, mean: np.ndarray, rate, inject: int | None = None):
     """The update on one replica; ``inject`` (tests) flips bit 0 of that slot of [params | state]."""
     p, s = rule.apply(params, state, mean, np.float32(rate))
-    p, s = np.array(p, np.float32), np.array(s, np.float32)
+    from .system import ProgramUpdate
+    if isinstance(rule, ProgramUpdate):         # views of the call's own frame, which nothing else holds
+        p, s = np.ascontiguousarray(p, np.float32), np.ascontiguousarray(s, np.float32)
+    else:                                       # another rule's arrays: the replica's own copies
+        p, s = np.array(p, np.float32), np.array(s, np.float32)
     if inject is not None:
         flat = np.concatenate([p, s])
         flat.view(np.uint32)[inject] ^= np.uint32(1)
@@ -50,20 +62,36 @@ class Resident:
         self.blocks, self.precision, self.rate = list(blocks), precision, np.float32(rate)
         self.params = np.array(params, np.float32)
         self.state = np.array(state, np.float32)
+        self._contribs = None                    # the numpy path's (rows, k) contributions, reused every step
 
     def sums(self) -> list[np.ndarray]:
         """This owner's complete blocks of the tree at the current parameters."""
         if not self.blocks:
             return []
+        from .system import ProgramContribution
+        if self.way.device is None and isinstance(self.contribution, ProgramContribution):  # numpy, one buffer
+            from .combine import block_sums
+            n, k = self.shard.shape[0], int(np.shape(self.params)[0])
+            if self._contribs is None or self._contribs.shape != (n, k):
+                self._contribs = np.empty((n, k), np.float32)
+            c = self.contribution.contributions(self.params, self.shard, out=self._contribs)
+            return block_sums(c, self.blocks, self.precision)
         return self.way.block_sums(self.contribution, self.params, self.shard, self.blocks, self.precision)
 
     def advance(self, mean: np.ndarray | None, inject: int | None, more: bool):
         """(hash after the update, the next step's block sums or None, seconds spent here).
-        ``mean`` None: no update (the first call after loading: only the sums)."""
+        ``mean`` None: no update (the first call after loading: only the sums). The replica is
+        hashed on a thread of its own while the sums are computed (sha256 lets go of the GIL;
+        neither changes the new parameters and state)."""
         t0 = time.perf_counter()
         h = None
         if mean is not None:
             self.params, self.state = apply_update(self.update, self.params, self.state, mean, self.rate, inject)
+            if more:                                # this call's own thread, joined before it returns
+                with ThreadPoolExecutor(1, thread_name_prefix="replica-hash") as hashing:
+                    pending = hashing.submit(replica_hash, self.params, self.state)
+                    sums = self.sums()
+                    return pending.result(), sums, time.perf_counter() - t0
             h = replica_hash(self.params, self.state)
         return h, (self.sums() if more else None), time.perf_counter() - t0
 

@@ -46,12 +46,15 @@ class ProgramContribution:
     def hash(self) -> str:
         return self.program.hash
 
-    def contributions(self, params: np.ndarray, samples: np.ndarray) -> np.ndarray:
-        n, k, s = samples.shape[0], self.k, self.s
+    def contributions(self, params: np.ndarray, samples: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        """(rows, k): the contribution slots of the frames ``[params | sample | 0]`` (evaluate's bits,
+        without building the frames: evaluate.contributions). ``out``: a float32 (rows, k)
+        C-contiguous array to write them into (a caller's buffer kept between steps), returned."""
+        n, k = samples.shape[0], self.k
         if n == 0:
             return np.zeros((0, k), np.float32)
-        from .evaluate import evaluate_rows         # frames [params | sample | 0], in chunks, in place
-        return evaluate_rows(self.bound, params, samples, slice(k + s, 2 * k + s))
+        from .evaluate import contributions
+        return contributions(self.bound, params, samples, out=out)
 
 
 @dataclass(frozen=True)
@@ -69,11 +72,11 @@ class ProgramUpdate:
 
     def apply(self, params: np.ndarray, state: np.ndarray, mean: np.ndarray, rate: np.float32):
         k, m = self.k, self.m
-        frame = np.zeros((1, 2 * k + m + 1), np.float32)
+        frame = np.empty((1, 2 * k + m + 1), np.float32)     # every slot is set here
         frame[0, :k], frame[0, k:k + m], frame[0, k + m:2 * k + m], frame[0, 2 * k + m] = params, state, mean, rate
         from .evaluate import evaluate
         out = evaluate(self.bound, frame, in_place=True).reshape(-1)
-        return out[:k].copy(), out[k:k + m].copy()
+        return out[:k], out[k:k + m]                  # views of this call's own frame: nothing else holds it
 
 
 # ------------------------------------------------------------------ the system
