@@ -42,17 +42,24 @@ def reports(module_ctx):
 
 
 @pytest.fixture(scope="module")
-def ledger(module_ctx, reports, tmp_path_factory, proof_store):
+def ledger(module_ctx, reports, tmp_path_factory):
     """Their receipts, sealed with the module context's key, kept outside the repository. The tests
-    train with ``module_ctx``: its key judges them; each device VJP's conformance receipt is the run's
-    one proof of it (proof_store.py), sealed in the module context's folder, so the tape finds it
-    valid (``ctx.proven``) instead of proving it again."""
+    train with ``module_ctx``: its key judges them."""
     root = tmp_path_factory.mktemp("gradcheck")
     for pkg, rep in reports.values():
         write_gradcheck_receipt(pkg, rep, root, seal=module_ctx.seal)
+    return root
+
+
+@pytest.fixture(scope="module")
+def trained_ledger(module_ctx, ledger, reports, proof_store):
+    """The ledger, and each device VJP's conformance receipt in the module context's folder: the
+    run's one proof of it (proof_store.py), so the tape finds it valid (``ctx.proven``) instead of
+    proving it again. For the tests that train on the device (slow); the fast one is refused first."""
+    for pkg, _ in reports.values():
         if pkg.contract.backward_kernel is not None:
             assert proven(proof_store, module_ctx, pkg)["verdict"] == "pass", pkg.id
-    return root
+    return ledger
 
 
 def small(tmp_path, *, n: int = 2048, steps: int = 30, optimizer: str = "adam", lr: float = 0.05, name="t.toml"):
@@ -68,6 +75,7 @@ def small(tmp_path, *, n: int = 2048, steps: int = 30, optimizer: str = "adam", 
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("trained_ledger")     # the device VJPs' receipts first
 def test_the_loss_falls_tenfold_through_the_median_on_the_device(module_ctx, ledger, tmp_path):
     _, wf = small(tmp_path)
     tr = Trainer(module_ctx, wf, receipts=ledger, allow_unverified=True)
@@ -89,6 +97,7 @@ def test_the_loss_falls_tenfold_through_the_median_on_the_device(module_ctx, led
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("trained_ledger")     # the device VJPs' receipts first
 def test_the_device_gradients_are_the_reference_path_s(module_ctx, ledger, tmp_path):
     """At the trained sizes the device VJPs give the gradients the reference path gives (the check
     that found lavapipe's 65,535-iteration loop cap in fir's device VJP at 10^6 samples)."""
@@ -106,6 +115,7 @@ def test_the_device_gradients_are_the_reference_path_s(module_ctx, ledger, tmp_p
 
 @pytest.mark.slow
 @pytest.mark.parametrize("optimizer, lr", [("sgd", 0.2), ("momentum", 0.05)])
+@pytest.mark.usefixtures("trained_ledger")     # the device VJPs' receipts first
 def test_sgd_and_momentum_lower_the_loss_too(module_ctx, ledger, tmp_path, optimizer, lr):
     _, wf = small(tmp_path, steps=25, optimizer=optimizer, lr=lr)
     res = Trainer(module_ctx, wf, receipts=ledger, allow_unverified=True).run()
@@ -163,6 +173,7 @@ def test_a_declared_vjp_without_a_passing_gradcheck_is_refused_with_the_command(
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("trained_ledger")     # the device VJPs' receipts first
 def test_the_composite_rung_gives_the_same_gradients_at_w_times_the_memory(module_ctx, ledger, tmp_path):
     _, wf = small(tmp_path, n=1024)
     c = compare_rungs(module_ctx, wf, "median", COMPOSITE, receipts=ledger, allow_unverified=True)
@@ -180,6 +191,7 @@ def test_the_composite_rung_gives_the_same_gradients_at_w_times_the_memory(modul
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("trained_ledger")     # the device VJPs' receipts first
 def test_a_checkpoint_resumes_exactly_and_a_tampered_one_is_refused(module_ctx, ledger, tmp_path):
     p, _ = small(tmp_path, n=1024)
     kw = dict(receipts=ledger, allow_unverified=True, out_dir=tmp_path)
