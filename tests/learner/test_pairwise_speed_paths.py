@@ -395,9 +395,9 @@ def test_the_fast_paths_refuse_what_the_plain_path_refuses(text, monkeypatch):
                 ev.contributions(b, params, samples, threads=1)
 
 
-def test_the_in_process_combine_with_its_workspace_is_the_plain_combine(monkeypatch):
-    """combine.local_numerator (its contributions in one buffer per thread, reused by every owner
-    and every step) against each owner's fresh contributions, blocks and the plan's additions."""
+def test_the_in_process_combine_is_the_plain_combine():
+    """combine.local_numerator (each owner's samples a view where they are consecutive, the
+    contributions without frames) against each owner's fresh contributions, blocks and the plan's additions."""
     params, samples = data(14, rows=13)
     upd = parse_program("for i in 0..k: param[i] := param[i] - rate * mean[i]")
     for owners, tree in (([[0, 1, 2, 3, 4], [5, 6, 7], [8, 9, 10, 11, 12]], "canonical"),
@@ -411,6 +411,3 @@ def test_the_in_process_combine_with_its_workspace_is_the_plain_combine(monkeypa
             values.update(zip(bl, [recursive_tree(c[b.start:b.start + b.n, K + S:]) for b in bl]))
         want = combine.evaluate_plan(root, values)
         assert same(combine.local_numerator(sysm, params), want) and same(combine.local_numerator(sysm, params), want)
-        with monkeypatch.context() as m:                 # no workspace: the same bits
-            m.setattr(combine, "WORKSPACE_BYTES", 0)
-            assert same(combine.local_numerator(sysm, params), want)

@@ -27,7 +27,6 @@ precision  "f32": every node is an f32 addition (above). "bf16" (docs/requiremen
 from __future__ import annotations
 
 import json
-import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -35,7 +34,7 @@ import numpy as np
 from .. import bfloat16
 from .fingerprint import digest
 from .syntax import ORDER_TEXT, SEQUENTIAL, sum_orders
-from .system import ProgramContribution, System
+from .system import System
 
 CANONICAL = ("binary tree over the global sample order 0..N-1: node[lo, lo+n) = node[lo, lo+p) + "
              "node[lo+p, lo+n), p the largest power of two below n; a leaf is one sample's contribution")
@@ -211,28 +210,9 @@ def local_numerator(system: System, params: np.ndarray) -> np.ndarray:
     for o, bl in blocks.items():
         if not bl:
             continue
-        shard = owner_samples(system, o)
-        if isinstance(system.contribution, ProgramContribution):       # into this thread's workspace
-            c = system.contribution.contributions(params, shard, out=_workspace(shard.shape[0], system.k))
-        else:
-            c = system.contribution.contributions(params, shard)
-        values.update(zip(bl, block_sums(c, bl, system.precision)))     # new arrays: nothing keeps c
+        c = system.contribution.contributions(params, owner_samples(system, o))
+        values.update(zip(bl, block_sums(c, bl, system.precision)))
     return evaluate_plan(root, values)
-
-
-WORKSPACE_BYTES = 1 << 28           # the largest contributions buffer a thread keeps between steps
-_WORK = threading.local()
-
-
-def _workspace(rows: int, k: int) -> np.ndarray | None:
-    """A (rows, k) float32 buffer this thread reuses from step to step (its pages stay mapped: a
-    fresh 32 MB array costs its page faults again every step), or None past WORKSPACE_BYTES."""
-    if rows * k * 4 > WORKSPACE_BYTES:
-        return None
-    buf = getattr(_WORK, "buf", None)
-    if buf is None or buf.size < rows * k:
-        buf = _WORK.buf = np.empty(rows * k, np.float32)
-    return buf[:rows * k].reshape(rows, k)
 
 
 def local_step(system: System, params: np.ndarray, state: np.ndarray):

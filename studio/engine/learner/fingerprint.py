@@ -10,10 +10,12 @@ import numpy as np
 from ..records.canonical import array_hash as records_array_hash
 
 
-def digest(*parts: bytes | str) -> str:
+def digest(*parts: bytes | str | memoryview) -> str:
+    """sha256 over the parts, each prefixed by its length; a buffer (an array's memoryview) is read
+    where it lies, not copied."""
     h = hashlib.sha256()
     for p in parts:
-        b = p.encode("utf-8") if isinstance(p, str) else bytes(p)
+        b = p.encode("utf-8") if isinstance(p, str) else memoryview(p).cast("B")
         h.update(len(b).to_bytes(8, "little"))
         h.update(b)
     return h.hexdigest()

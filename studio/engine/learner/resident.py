@@ -13,27 +13,21 @@ The driver keeps its own replica and checkpoints (docs/learner.md "Faults"): an 
 worker, so nothing lives only here."""
 from __future__ import annotations
 
-import hashlib
 import os
 import time
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from .fingerprint import digest
 from .owner_device import CPU, OwnerPath
 
 PATH = CPU                    # the numpy path's name in the records (owner_device.OwnerPath.describe)
 
 
 def replica_hash(params: np.ndarray, state: np.ndarray) -> str:
-    """fingerprint.digest of the two arrays' C-order bytes (sha256 over length-prefixed parts),
-    fed to sha256 from the arrays' own memory rather than through copies of them."""
-    h = hashlib.sha256()
-    for a in (params, state):
-        b = memoryview(np.ascontiguousarray(a)).cast("B")
-        h.update(b.nbytes.to_bytes(8, "little"))
-        h.update(b)
-    return h.hexdigest()
+    """The agreement hash: fingerprint.digest of the two arrays' C-order bytes, read in place."""
+    return digest(memoryview(np.ascontiguousarray(params)), memoryview(np.ascontiguousarray(state)))
 
 
 def apply_update(rule, params: np.ndarray, state: np.ndarray, mean: np.ndarray, rate, inject: int | None = None):
