@@ -150,7 +150,7 @@ def rows(quick: bool, ks=None, ns=None, on_row=None, paths=("cpu", "gpu"), owner
     return out
 
 
-def pairwise_rows(ks=None, ns=None, on_row=None, paths=("cpu",), steps: int = 8) -> list[dict]:
+def pairwise_rows(ks=None, ns=None, on_row=None, paths=("cpu",), steps: int = 16) -> list[dict]:
     """The learner with a pairwise sum: in one process (no Dask) and on one owner through Dask."""
     from studio.engine.learner.owners import start_cluster
     from studio.engine.learner.run import learn
@@ -170,16 +170,19 @@ def pairwise_rows(ks=None, ns=None, on_row=None, paths=("cpu",), steps: int = 8)
                                 _in_process(sequential, steps + 1), peer, k, 0, targets={}))
                 if on_row:
                     on_row(out[-1])
-                for way in paths:
-                    res = learn(system, client=client, steps=steps + 2, checkpoint_every=10 ** 9, owner_device=way)
+                for way, shared in [(w, True) for w in paths] + [("cpu", False)]:
+                    res = learn(system, client=client, steps=steps + 2, checkpoint_every=10 ** 9, owner_device=way,
+                                share_memory=shared)
                     recs = res.records[1:-1]
                     med = sorted(recs, key=lambda r: r.seconds)[len(recs) // 2]
                     split = {"owners_s": med.split.get("owners"), "driver_s": med.split.get("driver"),
                              "round_trip_s": med.seconds - med.split.get("owners", 0) - med.split.get("before_calls", 0)}
                     peer_now = _peer(x, y, float(system.rate), steps + 1)      # the peer again, after the Dask run
                     out.append(_row(f"learner step, pairwise sum, k={k:.0e}, N={n}, 1 owner through Dask, "
-                                    f"{'device' if way != 'cpu' else 'cpu'}", [r.seconds for r in recs],
-                                    peer + peer_now, k, 1, split, res.records[-1].paths[0], targets=PAIRWISE_TARGETS))
+                                    f"{'device' if way != 'cpu' else 'cpu'}"
+                                    f"{'' if shared else ', mean and sums by value (no mailbox)'}",
+                                    [r.seconds for r in recs], peer + peer_now, k, 1, split, res.records[-1].paths[0],
+                                    targets=PAIRWISE_TARGETS if shared else {}))
                     if on_row:
                         on_row(out[-1])
     finally:

@@ -4,6 +4,9 @@ among them, to parameters and state bitwise identical to an independent numpy im
 the canonical tree; every owner applies the update to its own replica and the hashes agree after
 every step; a bit flipped on one owner stops the run naming the owners and the first differing
 slot; an existing cluster is used through its scheduler address."""
+import dataclasses
+import os
+
 import numpy as np
 import pytest
 from learner_reference import bits, independent_run
@@ -11,6 +14,7 @@ from learner_reference import bits, independent_run
 from studio.engine.errors import StudioError
 from studio.engine.learner import owners as owners_module
 from studio.engine.learner.owners import Disagreement, start_cluster
+from studio.engine.learner.resident import replica_hash
 from studio.engine.learner.run import learn
 from studio.engine.learner.system import load_system
 from studio.engine.resources import ROOT
@@ -139,3 +143,46 @@ def test_a_wait_shorter_than_every_call_still_gets_every_result(client, monkeypa
         n_samples = system.samples.shape[0]
         res = learn(system.with_owners([np.arange(o, n_samples, n) for o in range(n)]), client=client, steps=STEPS)
         assert (bits(res.params) == bits(want_p)).all() and (bits(res.state) == bits(want_s)).all(), n
+
+
+def test_owners_on_this_host_go_through_mailboxes_with_the_same_bits_as_by_value(client, monkeypatch):
+    """Owners on the driver's host get the mean and give their sums and replica through a mailbox
+    (mailbox.py); by value (share_memory=False, as owners on another host) is the same bits and the
+    same hashes at every step. No box's name is left behind. An owner that cannot open its box (its
+    key is not the one there, as on another host) goes by value in the same run; a flipped bit on a
+    boxed owner stops the run as one by value does."""
+    from studio.engine.learner import mailbox
+    from studio.engine.learner.owners import Owners
+    system = load_system(ROOT / "learners" / "logistic_adam").with_shares([10, 50, 60])
+    want_p, want_s = independent_run(system, STEPS)
+    runs = {shared: learn(system, client=client, steps=STEPS, share_memory=shared) for shared in (True, False)}
+    for res in runs.values():
+        assert (bits(res.params) == bits(want_p)).all() and (bits(res.state) == bits(want_s)).all()
+    assert [r.hashes for r in runs[True].records] == [r.hashes for r in runs[False].records]
+    made, calls = mailbox.make, []
+
+    def recorded(k, blocks, state, root=mailbox.ROOT):
+        address, box = made(k, blocks, state, root)
+        calls.append(address)
+        return address, box
+    monkeypatch.setattr(mailbox, "make", recorded)
+    team = Owners.on(client, 3)
+    team.load(system, system.params, system.state)
+    assert team.boxed == [True, True, True] and len(calls) == 3
+    assert not [a.path for a in calls if os.path.exists(a.path)]               # every name gone once opened
+    assert Owners.on(client, 3, share_memory=False).boxed == []               # not loaded: no box at all
+
+    def elsewhere(k, blocks, state, root=mailbox.ROOT):                      # owner 1's key not the box's
+        address, box = recorded(k, blocks, state, root)
+        return (dataclasses.replace(address, key=bytes(16)) if len(calls) == 5 else address), box
+    monkeypatch.setattr(mailbox, "make", elsewhere)
+    mixed = Owners.on(client, 3)
+    mixed.load(system, system.params, system.state)
+    assert mixed.boxed == [True, False, True]
+    for step in range(1, STEPS + 1):
+        out = mixed.step(step, more=step < STEPS)
+        assert set(out.hashes) == {replica_hash(out.params, out.state)}
+    assert (bits(out.params) == bits(want_p)).all() and not [a.path for a in calls if os.path.exists(a.path)]
+    monkeypatch.undo()
+    with pytest.raises(Disagreement, match=r"owner 0 and owner 2 disagree: first differing slot 1 \(parameter 1\)"):
+        learn(system, client=client, steps=4, inject={"owner": 2, "step": 2, "slot": 1})

@@ -280,6 +280,9 @@ def test_the_tree_in_place_is_the_recursive_tree():
             keep = c.copy()
             assert same(combine.tree_sum(c), recursive_tree(c)), n
             assert same(c, keep)                                           # the rows are not written
+            got = combine.tree_sum(c, overwrite=True)                      # the owner's scratch: in place
+            assert same(got, recursive_tree(keep)) and not np.shares_memory(got, c), n
+            assert n == 1 or not same(c, keep)                             # ... and it was written
     c = spread(rng, (5, 1000))
     assert not same(np.add.accumulate(c, axis=0)[-1], recursive_tree(c))   # control: the sequential order
 

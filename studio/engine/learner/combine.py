@@ -91,21 +91,23 @@ def split_point(n: int) -> int:
     return 1 << ((n - 1).bit_length() - 1)
 
 
-def tree_sum(rows: np.ndarray) -> np.ndarray:
+def tree_sum(rows: np.ndarray, overwrite: bool = False) -> np.ndarray:
     """The tree's value over a run of n >= 1 rows (its shape depends on n alone), in f32.
-    A power-of-two run is added pairwise level by level, which is the same tree."""
+    A power-of-two run is added pairwise level by level, which is the same tree. ``overwrite``:
+    ``rows`` (f32) is the caller's scratch, and its levels are added in place in it (no new array
+    of n/2 rows, whose fresh pages an owner would fault in again every step)."""
     n = rows.shape[0]
     if n == 1:
         return np.array(rows[0], np.float32, copy=True)
-    if n & (n - 1) == 0:                # level 1 into a new array, each level above in place in it
-        x = np.add(rows[0::2], rows[1::2], dtype=np.float32)
+    if n & (n - 1) == 0:                # level 1 into a new array (or in place), each level above in place
+        x = np.add(rows[0::2], rows[1::2], out=rows[0::2] if overwrite else None, dtype=np.float32)
         s = 1
         while s < x.shape[0]:           # row 2si of level L + 1 = rows 2si and 2si + s of level L
             np.add(x[0::2 * s], x[s::2 * s], out=x[0::2 * s], dtype=np.float32)
             s *= 2
-        return x[0] if x.shape[0] == 1 else x[0].copy()      # not a view holding the other rows
+        return x[0] if x.shape[0] == 1 and not overwrite else x[0].copy()   # not a view holding other rows
     p = split_point(n)
-    return np.add(tree_sum(rows[:p]), tree_sum(rows[p:]), dtype=np.float32)
+    return np.add(tree_sum(rows[:p], overwrite), tree_sum(rows[p:], overwrite), dtype=np.float32)
 
 
 # ------------------------------------------------------------------ the plan: who computes which node
@@ -177,10 +179,12 @@ def plan(system: System):
     return over(parts), blocks
 
 
-def block_sums(contribs: np.ndarray, blocks: list[Block], precision: str = "f32") -> list[np.ndarray]:
+def block_sums(contribs: np.ndarray, blocks: list[Block], precision: str = "f32",
+               overwrite: bool = False) -> list[np.ndarray]:
     """An owner's part of the combine: each of its blocks' tree value; at bf16 (per-owner: one block,
-    the owner's whole list) that value rounded once to bfloat16, as the exact f32 it is."""
-    sums = [tree_sum(contribs[b.start:b.start + b.n]) for b in blocks]
+    the owner's whole list) that value rounded once to bfloat16, as the exact f32 it is.
+    ``overwrite``: ``contribs`` (f32) is scratch, the tree added in place in it (tree_sum)."""
+    sums = [tree_sum(contribs[b.start:b.start + b.n], overwrite) for b in blocks]
     return [rnd(s) for s in sums] if precision == "bf16" else sums
 
 

@@ -9,6 +9,10 @@ parameters and the owner's complete blocks of the tree for that next step. So a 
 round trip between the driver and its owners. Where the contributions and blocks run (the numpy
 path or this worker's device) is the owner's ``OwnerPath`` (owner_device.py), chosen here.
 
+An owner on the driver's host does the same through its mailbox (``advance_boxed``, mailbox.py): the
+mean read there, and its replica and sums written there, the driver comparing the replica with its
+own instead of a hash of it.
+
 The driver keeps its own replica and checkpoints (docs/learner.md "Faults"): an actor dies with its
 worker, so nothing lives only here."""
 from __future__ import annotations
@@ -19,6 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from . import mailbox
 from .fingerprint import digest
 from .owner_device import CPU, OwnerPath
 
@@ -57,6 +62,7 @@ class Resident:
         self.params = np.array(params, np.float32)
         self.state = np.array(state, np.float32)
         self._contribs = None                    # the numpy path's (rows, k) contributions, reused every step
+        self.box = None                          # the driver's mailbox, where this owner shares its host (mailbox.py)
 
     def sums(self) -> list[np.ndarray]:
         """This owner's complete blocks of the tree at the current parameters."""
@@ -69,7 +75,7 @@ class Resident:
             if self._contribs is None or self._contribs.shape != (n, k):
                 self._contribs = np.empty((n, k), np.float32)
             c = self.contribution.contributions(self.params, self.shard, out=self._contribs)
-            return block_sums(c, self.blocks, self.precision)
+            return block_sums(c, self.blocks, self.precision, overwrite=True)    # the buffer is this step's
         return self.way.block_sums(self.contribution, self.params, self.shard, self.blocks, self.precision)
 
     def advance(self, mean: np.ndarray | None, inject: int | None, more: bool):
@@ -88,6 +94,40 @@ class Resident:
                     return pending.result(), sums, time.perf_counter() - t0
             h = replica_hash(self.params, self.state)
         return h, (self.sums() if more else None), time.perf_counter() - t0
+
+    def attach(self, address: mailbox.Address) -> bool:
+        """Open the driver's mailbox; False where it is not on this host (values then go by value).
+        The replica and the rate go into the box's frame; an update program's owner keeps its
+        replica there from now on (views of the box: the update runs in place on it)."""
+        box = mailbox.attach(address)
+        if box is None or box.params.size != self.params.size or box.state.size != self.state.size:
+            return False
+        box.params[...], box.state[...], box.rate[...] = self.params, self.state, self.rate
+        from .system import ProgramUpdate
+        if isinstance(self.update, ProgramUpdate):
+            self.params, self.state = box.params, box.state
+        self.box = box
+        return True
+
+    def advance_boxed(self, fresh: bool, inject: int | None, more: bool):
+        """``advance`` through the mailbox: the update to the mean there (``fresh`` False: none, as
+        a None mean) with the replica left there for the driver to compare (no hash here), and
+        (``more``) the next step's block sums written there: (None, whether sums were written, seconds).
+        An update program runs in place on the box's frame; another rule's replica is copied in."""
+        t0 = time.perf_counter()
+        box = self.box
+        if fresh and self.params is box.params:
+            self.update.apply_frame(box.frame)
+            if inject is not None:                  # tests: bit 0 of that slot of [params | state] flipped
+                box.frame[0, :box.params.size + box.state.size].view(np.uint32)[inject] ^= np.uint32(1)
+        elif fresh:
+            self.params, self.state = apply_update(self.update, self.params, self.state, box.mean, self.rate, inject)
+            box.params[...], box.state[...] = self.params, self.state
+        if not more:
+            return None, False, time.perf_counter() - t0
+        for row, s in zip(self.box.sums, self.sums()):
+            row[...] = s
+        return None, True, time.perf_counter() - t0
 
     def replica(self):
         return self.params, self.state

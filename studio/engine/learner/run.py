@@ -71,7 +71,8 @@ def reshard(system: System, lost: list[int]) -> System:
 def learn(system: System, *, client=None, owners: int | None = None, scheduler: str | None = None,
           checkpoint: str | Path | None = None, resume: bool = False, steps: int | None = None,
           checkpoint_every: int = 1, on_step=None, on_event=None, inject: dict | None = None,
-          max_faults: int = 3, stop=None, readmit: bool = True, owner_device: str = "cpu") -> LearnResult:
+          max_faults: int = 3, stop=None, readmit: bool = True, owner_device: str = "cpu",
+          share_memory: bool = True) -> LearnResult:
     """Run ``steps`` (the total to reach; default the system's) updates. ``client``: a Dask client
     to use (its first workers become the owners); else ``scheduler`` (an address); else a
     LocalCluster started here and closed at the end. ``owners``: that many owners in contiguous
@@ -82,7 +83,9 @@ def learn(system: System, *, client=None, owners: int | None = None, scheduler: 
     the run uses (a restarted or a joined worker), go back to the run's owners and partition.
     ``owner_device``: where each owner computes its contributions and blocks, ``cpu`` (numpy),
     ``gpu`` (its worker's device, refused where none) or ``auto`` (the device where one opens, else
-    numpy); every record's ``paths`` says which ran (docs/learner.md "Owners on a device")."""
+    numpy); every record's ``paths`` says which ran (docs/learner.md "Owners on a device").
+    ``share_memory``: owners on this host get the mean and give their sums through a mailbox
+    (mailbox.py; False: by value, as owners elsewhere do; the same bits either way)."""
     total = int(steps if steps is not None else system.steps)
     check_mode(owner_device)
     events: list[str] = []
@@ -93,6 +96,7 @@ def learn(system: System, *, client=None, owners: int | None = None, scheduler: 
             on_event(text)
 
     run = _start(system, owners, resume, checkpoint, event)
+    run.share_memory = share_memory
     original = run.system                                                 # what a re-admission goes back to
     cluster, own_client = None, client is None
     if client is None:
@@ -101,7 +105,7 @@ def learn(system: System, *, client=None, owners: int | None = None, scheduler: 
         else:
             cluster, client = start_cluster(len(run.system.owners))
     try:
-        run.seat(Owners.on(client, len(run.system.owners)), owner_device)
+        run.seat(Owners.on(client, len(run.system.owners), run.share_memory), owner_device)
         while run.step < total:
             if stop is not None and stop.is_set():
                 _stop(run, checkpoint, event)
@@ -141,6 +145,7 @@ class _Run:
     team: Owners | None = None
     records: list[StepRecord] = field(default_factory=list)
     faults: int = 0
+    share_memory: bool = True             # owners on this host through mailboxes (owners.Owners)
 
     def seat(self, team: Owners, owner_device: str) -> None:
         """The owners that run from here, loaded with the run's system, parameters and state."""
@@ -193,14 +198,16 @@ def _recover(run: _Run, e: OwnerLost, client, checkpoint, owner_device: str, eve
     if run.system.tree == "per-owner":
         event(f"the per-owner tree names the partition: from here on the contract is "
               f"{combine.contract_hash(run.system)[:16]} (a different floating-point program)")
-    run.seat(Owners(client, survivors), owner_device)
+    run.seat(Owners(client, survivors, run.share_memory), owner_device)
 
 
 def _record(run: _Run, out) -> StepRecord:
     """A step done: the run moves to its parameters and state, its metric and record kept."""
     run.step += 1
     run.params, run.state = out.params, out.state
-    metric = float(np.linalg.norm(out.mean.astype(np.float64)))
+    metric = float(np.sqrt(np.add.reduce(np.square(out.mean, dtype=np.float64))))   # numpy's own sum: a BLAS
+    # norm wakes BLAS threads that spin on the other core for a while after it (measured: an owner's step 5-9 ms
+    # slower, the driver's own update and hash 8-19 ms against 7), docs/learner.md "A pairwise sum"
     run.metrics.append(metric)
     split = {"owners": out.owner_s, "driver": out.driver_s, "before_calls": out.send_s}
     rec = StepRecord(run.step, metric, len(set(out.hashes)) == 1, out.hashes, list(run.team.addresses),
@@ -224,7 +231,7 @@ def _can_readmit(run: _Run, original: System, client) -> bool:
 def _readmit(run: _Run, original: System, client, owner_device: str, event) -> None:
     """Back to the run's own owners and partition, at this checkpoint boundary."""
     run.system = original
-    run.seat(Owners.on(client, len(run.system.owners)), owner_device)
+    run.seat(Owners.on(client, len(run.system.owners), run.share_memory), owner_device)
     event(f"a worker joined: the run's {len(run.system.owners)} owners are re-admitted at the "
           f"checkpoint of step {run.step}, on {len(set(run.team.addresses))} worker(s), shares {run.system.shares}")
     if run.system.tree == "per-owner":

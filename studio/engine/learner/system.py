@@ -78,6 +78,15 @@ class ProgramUpdate:
         out = evaluate(self.bound, frame, in_place=True).reshape(-1)
         return out[:k], out[k:k + m]                  # views of this call's own frame: nothing else holds it
 
+    def apply_frame(self, frame: np.ndarray) -> None:
+        """The update on a frame that is already ``[params | state | mean | rate]`` (f32, C-contiguous,
+        one row), in place: the new parameters and state in its first k + m slots (an owner's
+        mailbox holds its replica so, learner/mailbox.py). The same evaluation as ``apply``."""
+        from .evaluate import evaluate
+        if frame.shape != (1, 2 * self.k + self.m + 1) or not frame.flags.c_contiguous:
+            raise ValueError(f"an update frame is (1, {2 * self.k + self.m + 1}) C-contiguous, not {frame.shape}")
+        evaluate(self.bound, frame, in_place=True)
+
 
 # ------------------------------------------------------------------ the system
 @dataclass(frozen=True)
