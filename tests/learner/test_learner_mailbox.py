@@ -64,6 +64,7 @@ def test_no_box_where_the_file_system_lacks_room_or_the_folder_is_not_there(root
     assert set(os.listdir(root)) == before                                     # and no file made
     monkeypatch.undo()
     assert mailbox.make(4, 1, 0, root=str(tmp_path / "absent")) is None
+    assert mailbox.make(1 << 20, 255, 0, root=root) is None                   # over BOX_MAX: by value
     made = mailbox.make(4, 1, 0, root=root)                                    # control
     assert made is not None
     mailbox.unlink(made[0])

@@ -33,6 +33,7 @@ import numpy as np
 KEY = 16                                  # bytes of the random key at the start of a box
 ROOT = "/dev/shm"                         # where a box is made (a memory file system), where there is one
 MARGIN = 64 << 20                         # free bytes left in ROOT after a box, or no box is made
+BOX_MAX = 1 << 30                         # a larger box (many blocks of a long k) is not made: by value
 
 
 @dataclass(frozen=True)
@@ -74,8 +75,8 @@ def make(k: int, blocks: int, state: int, root: str = ROOT) -> tuple[Address, Bo
     """A new box for an owner with ``blocks`` blocks of k values and a state of ``state`` words, or
     None where this host has no memory file system with room for it (the owner then goes by value)."""
     size = _size(k, blocks, state)
-    if not (hasattr(os, "statvfs") and hasattr(os, "posix_fallocate")):     # not a POSIX host: by value
-        return None
+    if size > BOX_MAX or not (hasattr(os, "statvfs") and hasattr(os, "posix_fallocate")):   # too large, or
+        return None                                                                          # not POSIX
     try:
         free = os.statvfs(root)
         if free.f_bavail * free.f_frsize < size + MARGIN:
@@ -88,7 +89,7 @@ def make(k: int, blocks: int, state: int, root: str = ROOT) -> tuple[Address, Bo
         key = secrets.token_bytes(KEY)
         os.pwrite(fd, key, 0)
         box = Box(fd, size, k, blocks, state)
-    except OSError:
+    except (OSError, ValueError):             # no room (ENOSPC), or no mapping to be had
         os.unlink(path)
         return None
     finally:
@@ -107,7 +108,7 @@ def unlink(address: Address) -> None:
 def attach(address: Address) -> Box | None:
     """On the owner: the box at ``address`` if it is there with its key and size, else None."""
     try:
-        fd = os.open(address.path, os.O_RDWR)
+        fd = os.open(address.path, os.O_RDWR)   # atomic-ok: a shared mapping the driver made, not a file
     except OSError:
         return None
     try:
@@ -115,5 +116,7 @@ def attach(address: Address) -> Box | None:
         if os.fstat(fd).st_size != size or os.pread(fd, KEY, 0) != address.key:
             return None
         return Box(fd, size, address.k, address.blocks, address.state)
+    except (OSError, ValueError):
+        return None
     finally:
         os.close(fd)
