@@ -76,10 +76,10 @@ def test_thousands_of_keystrokes_into_the_story_op(qtbot, tmp_path, record_prope
         t0 = time.perf_counter()
         soak = Soak(qtbot)
 
-        # 1. the signature line: a relation typed in before ')' and rubbed out, 100 times over
+        # 1. the signature line: a relation typed in before ')' and rubbed out, 50 times over
         #    (each key re-parses the signature, rewrites op.toml and re-checks the bindings)
         qtbot.mouseClick(sig, Qt.MouseButton.LeftButton)
-        for _ in range(100):
+        for _ in range(50):
             sig.setCursorPosition(sig0.index(") -> y:"))
             soak.type(sig, RELATION, "signature")
             assert sig.text() == sig0.replace(") -> y:", RELATION + ") -> y:")
@@ -92,7 +92,7 @@ def test_thousands_of_keystrokes_into_the_story_op(qtbot, tmp_path, record_prope
         # 2. the bindings descriptor: comment lines typed at its end, one Return each
         bindings.setFocus(Qt.FocusReason.OtherFocusReason)
         bindings.moveCursor(QTextCursor.MoveOperation.End)
-        bind_lines = [f"# soak {i:02d}: the quick brown fox jumps over the lazy dog" for i in range(30)]
+        bind_lines = [f"# soak {i:02d}: the quick brown fox jumps over the lazy dog" for i in range(15)]
         for line in bind_lines:
             soak.type(bindings, line, "bindings")
             soak.key(bindings, Qt.Key.Key_Return, "bindings")
@@ -102,7 +102,7 @@ def test_thousands_of_keystrokes_into_the_story_op(qtbot, tmp_path, record_prope
         kernel.setFocus(Qt.FocusReason.OtherFocusReason)
         kernel.moveCursor(QTextCursor.MoveOperation.End)
         kern_lines = [f"// soak {i:02d}: let y = x[i] * 2.0; for (var k = 0u; k < p.w; k++) {{ }}"
-                      for i in range(30)]
+                      for i in range(15)]
         for line in kern_lines:
             soak.key(kernel, Qt.Key.Key_Return, "kernel")
             soak.type(kernel, line, "kernel")
@@ -118,7 +118,7 @@ def test_thousands_of_keystrokes_into_the_story_op(qtbot, tmp_path, record_prope
               f"{win.gpu_label.text()}")
         record_property("keystrokes", soak.keys)
         record_property("typing_seconds", round(seconds, 1))
-        assert soak.keys >= 5000
+        assert soak.keys >= 2500      # the leak it exists for (~1e6 refs) shows in the first chunk of 40 keys
         assert delta > -SLACK, f"sys.getrefcount(None) fell by {-delta} over {soak.keys} keystrokes"
         assert win.isVisible() and win.current() is view
 

@@ -46,6 +46,7 @@ from ..records.writer import write_record
 SCHEMA = "scellis-reference-results/1"
 MEMORY_BYTES = 512 << 20        # results kept in this process
 DISK_BYTES = 1 << 30            # per reference hash in the user folder; the oldest packs go first
+TOTAL_DISK_BYTES = 4 << 30      # all reference hashes together (a user proving many ops); oldest first too
 OPEN_PACKS = 16                 # packs kept open for reading in this process
 ENTRY_MAX_BYTES = 64 << 20      # a larger result stays in memory only
 INDEX_MAX_BYTES = 16 << 20
@@ -357,21 +358,24 @@ class ResultCache:
         return written
 
     def _trim(self, folder: Path) -> None:
-        try:
-            packs = sorted((p.stat().st_mtime_ns, p) for p in folder.glob("*.npz"))
-        except OSError:
-            return
-        total = sum(p.stat().st_size for _, p in packs)
-        for _, p in packs:
-            if total <= DISK_BYTES:
-                break
-            total -= p.stat().st_size
-            self._close(p)
-            for q in (p, p.with_suffix(".json")):
-                try:
-                    q.unlink()
-                except OSError:
-                    pass
+        """The oldest packs out: of ``folder`` (one reference hash) past DISK_BYTES, then of every
+        reference hash's folder together past TOTAL_DISK_BYTES."""
+        for packs, limit in ((folder.glob("*.npz"), DISK_BYTES), (folder.parent.glob("*/*.npz"), TOTAL_DISK_BYTES)):
+            try:
+                sized = sorted((st.st_mtime_ns, st.st_size, p) for p in packs for st in (p.stat(),))
+            except OSError:
+                return
+            total = sum(size for _, size, _ in sized)
+            for _, size, p in sized:
+                if total <= limit:
+                    break
+                total -= size
+                self._close(p)
+                for q in (p, p.with_suffix(".json")):
+                    try:
+                        q.unlink()
+                    except OSError:
+                        pass
 
 
 def _shift(struct: dict, by: int) -> dict:
