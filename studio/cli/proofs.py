@@ -7,12 +7,12 @@ import json
 import sys
 
 from .args import EXIT_FAILED, EXIT_OK, add_timeout, finite, params, seconds
-from .session import ops_path, worker
+from .session import ops_path, worker, worker_for
 
 
 def cmd_check(args) -> int:
     from ..engine.services.requests import Kind
-    with worker(args.timeout) as w:           # kernels compile in the worker: a compiler crash is its;
+    with worker_for(args.target, args.timeout) as w:   # kernels compile in the worker: a compiler crash is its;
         rep = w.call(Kind.CHECK, target=args.target, ops_path=ops_path(args))   # the op looked up there, once
     print(json.dumps(rep.to_json(), indent=2) if args.json else "\n".join(rep.lines()))
     return EXIT_OK if rep.ok else EXIT_FAILED
@@ -31,7 +31,7 @@ def cmd_conform(args) -> int:
     from ..engine.services.requests import Kind
     request = dict(target=args.target, ops_path=ops_path(args), seed=args.seed, large=args.large, case=args.case,
                    receipt=not args.no_receipt, **({"seeds": args.seeds} if args.seeds is not None else {}))
-    with worker(args.timeout) as w:
+    with worker_for(args.target, args.timeout) as w:
         if args.json or not sys.stderr.isatty():
             out = w.call(Kind.CONFORM, budget_s=args.timeout, on_note=None if args.json else _first_failure, **request)
         else:
@@ -50,7 +50,7 @@ def cmd_conform(args) -> int:
 def cmd_receipts(args) -> int:
     """One ``receipts`` request: the op is looked up once, in the worker (with --ops-path)."""
     from ..engine.services.requests import Kind
-    with worker(args.timeout) as w:
+    with worker_for(args.target, args.timeout) as w:
         rep = w.call(Kind.RECEIPTS, target=args.target, ops_path=ops_path(args))
     if rep.older:                             # an older version left receipts in the package folder (ignored)
         print(rep.older, file=sys.stderr)
@@ -68,7 +68,7 @@ def cmd_profile(args) -> int:
 def cmd_gradcheck(args) -> int:
     """Exit 0 pass, 1 fail, 3 inconclusive (a check that cannot fail certifies nothing)."""
     from ..engine.services.requests import Kind
-    with worker(args.timeout) as w:           # the op looked up once, in the worker (with --ops-path)
+    with worker_for(args.target, args.timeout) as w:   # an op id looked up once, in the worker
         out = w.call(Kind.GRADCHECK, target=args.target, ops_path=ops_path(args), params=params(args.param),
                      h=args.h, seed=args.seed, tolerance=args.tolerance, receipt=not args.no_receipt)
     print(json.dumps(out.to_json(), indent=2) if args.json else "\n".join(out.text()))

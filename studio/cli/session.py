@@ -16,6 +16,20 @@ def ops_path(args) -> list[str]:
     return list(getattr(args, "ops_path", None) or [])
 
 
+def worker_for(target: str, budget_s: float):
+    """The device worker for a request about ``target``. A package named by its path (a folder with
+    op.toml, or op.toml itself) is loaded here first, as the worker will load it: a malformed one is
+    refused before a worker starts (an error in milliseconds, not after a process and a device). An
+    op id is looked up in the worker, once, as before."""
+    from pathlib import Path
+
+    from ..engine.contract.package import MANIFEST, load_package
+    p = Path(target)
+    if (p / MANIFEST).is_file() or p.name == MANIFEST:
+        load_package(p)
+    return worker(budget_s)
+
+
 def worker(budget_s: float):
     """The device worker: a kernel that never finishes is killed at its budget and reported
     (exit 2), never a hung terminal (docs/reliability.md). Its requests: the engine's request

@@ -349,3 +349,25 @@ def test_cli_commands_report_and_write_nothing(tmp_path, capsys, case, command):
     assert str(root) in err
     assert snapshot(tmp_path) == before
     assert not (root / "receipts").exists()
+
+
+@pytest.mark.parametrize("command", [["check"], ["conform"], ["receipts"], ["gradcheck"]])
+def test_a_malformed_package_is_refused_before_a_worker_starts(tmp_path, capsys, monkeypatch, command):
+    """A package named by its path is loaded in the CLI's own process first (session.worker_for): the
+    error in milliseconds, no worker process and no device for it."""
+    from studio.cli import session
+
+    def no_worker(budget_s):
+        raise AssertionError("a worker was started for a package the CLI could refuse itself")
+    monkeypatch.setattr(session, "worker", no_worker)
+    root = CASES["missing_signature"](tmp_path)
+    assert cli([*command, str(root)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and str(root) in err and "signature" in err
+
+
+def test_an_op_id_is_looked_up_in_the_worker_and_an_unknown_one_refused_there(capsys):
+    assert cli(["check", "user/nobody/nothing@1"]) == 2                  # through the worker: no early load
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "no op 'user/nobody/nothing@1' in the catalog" in err
+    assert "Traceback" not in err

@@ -81,10 +81,12 @@ class WelcomePage(QWidget):
 
 
     def show_in(self, tabs) -> None:
-        """Take the central area (``tabs``) when no tab is open."""
+        """Take the central area (``tabs``) when no tab is open; the Recent list read again either
+        way (the recent file is written off the GUI thread: a page already shown would keep a list
+        from before the last package opened)."""
+        from .paths import recent_packages
+        self.set_recent(recent_packages())
         if tabs.count() == 0 and tabs.indexOf(self) < 0:
-            from .paths import recent_packages
-            self.set_recent(recent_packages())
             i = tabs.addTab(self, "Welcome")
             tabs.tabBar().setTabButton(i, tabs.tabBar().ButtonPosition.RightSide, None)
             tabs.setTabToolTip(i, "start here: the story's op, a new op, recent packages")
