@@ -85,6 +85,18 @@ def test_the_replica_is_compared_bit_for_bit(root):
     assert np.isnan(other_nan[1]) and not box.same_replica(other_nan, s)
 
 
+def twins(sysm, root):
+    """An owner by value and its twin with a mailbox (opened, its name gone): (plan root, blocks,
+    the Resident's arguments, plain, boxed, the driver's box)."""
+    root_node, blocks = combine.plan(sysm)
+    args = (sysm.contribution, sysm.update, sysm.samples, blocks[0], "f32", sysm.rate, sysm.params, sysm.state)
+    plain, boxed = Resident(*args), Resident(*args)
+    address, box = mailbox.make(sysm.k, len(blocks[0]), sysm.m, root=root)
+    assert boxed.attach(address)
+    mailbox.unlink(address)
+    return root_node, blocks, args, address, plain, boxed, box
+
+
 def test_an_owners_step_through_its_box_is_its_step_by_value(root):
     upd = parse_program("for i in 0..k: state[i] := 0.9 * state[i] + mean[i]\n"
                         "for i in 0..k: param[i] := param[i] - rate * state[i]")
@@ -95,12 +107,7 @@ def test_an_owners_step_through_its_box_is_its_step_by_value(root):
     samples = rng.normal(size=(n, k + 1)).astype(np.float32)
     sysm = System.build(k=k, s=k + 1, m=k, contribution=con, update=upd, params=rng.normal(size=k), state=np.zeros(k),
                         rate=0.05, samples=samples, owners=[list(range(n))])
-    root_node, blocks = combine.plan(sysm)
-    args = (sysm.contribution, sysm.update, sysm.samples, blocks[0], "f32", sysm.rate, sysm.params, sysm.state)
-    plain, boxed = Resident(*args), Resident(*args)
-    address, box = mailbox.make(k, len(blocks[0]), k, root=root)
-    assert boxed.attach(address)
-    mailbox.unlink(address)
+    root_node, blocks, args, address, plain, boxed, box = twins(sysm, root)
     assert not Resident(*args).attach(dataclasses.replace(address, key=bytes(16)))   # not there: by value
     _, want, _ = plain.advance(None, None, True)
     assert boxed.advance_boxed(False, None, True) == (None, True, pytest.approx(0, abs=60))
@@ -141,12 +148,7 @@ def test_a_rule_that_is_not_a_program_copies_its_replica_into_the_box(root):
         "for i in 0..k: param[i] := param[i]"), params=rng.normal(size=k), state=np.zeros(k), rate=0.1,
         samples=rng.normal(size=(n, k)), owners=[list(range(n))])
     sysm = dataclasses.replace(sysm, update=Momentum())
-    root_node, blocks = combine.plan(sysm)
-    args = (sysm.contribution, sysm.update, sysm.samples, blocks[0], "f32", sysm.rate, sysm.params, sysm.state)
-    plain, boxed = Resident(*args), Resident(*args)
-    address, box = mailbox.make(k, len(blocks[0]), k, root=root)
-    assert boxed.attach(address)
-    mailbox.unlink(address)
+    root_node, blocks, args, address, plain, boxed, box = twins(sysm, root)
     assert not np.shares_memory(boxed.replica()[0], boxed.box.params)   # the rule's replica stays its own
     _, want, _ = plain.advance(None, None, True)
     boxed.advance_boxed(False, None, True)
